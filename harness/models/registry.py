@@ -1,0 +1,34 @@
+"""Model sources: ``source`` prefix -> adapter class ("module:Class"), imported on use.
+
+Adding a model family is one adapter file plus one line here. An adapter class takes a
+:class:`ModelSpec`, exposes ``fingerprint``/``model_version`` without loading weights, and loads
+lazily on the first call of its capability method (or ``load()``).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from .base import ModelError, ModelSpec
+
+SOURCES: dict[str, str] = {
+    "timm": "harness.models.encoders:TimmEncoder",
+    "open_clip": "harness.models.encoders:OpenClipEncoder",
+    "hf": "harness.models.encoders:HFVisionEncoder",
+}
+
+
+def adapter_class(source: str):
+    try:
+        module, cls = SOURCES[source].split(":")
+    except KeyError:
+        raise ModelError(f"unknown model source {source!r}; known: {', '.join(sorted(SOURCES))}") from None
+    return getattr(importlib.import_module(module), cls)
+
+
+def build_adapter(spec: ModelSpec):
+    """The adapter for a spec (weights not loaded yet); validates that the name resolves."""
+    cls = adapter_class(spec.source)
+    adapter = cls(spec)
+    adapter.check()  # raises ModelError naming the model when it cannot exist
+    return adapter

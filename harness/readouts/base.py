@@ -1,0 +1,45 @@
+"""Readouts connect a task to a model capability and turn model output into a response.
+
+A readout is constructed per (model, task). ``prepare`` sees the probe-train split (prototype and
+ridge probes fit there, never on test); ``respond`` answers a batch of test stimuli. Responses
+that cannot be parsed are ``response=None`` with ``parse_status='null:<why>'``: they are excluded
+from scores and counted, never scored as errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..stimuli.base import Stimulus, StimulusSet
+
+
+@dataclass
+class Response:
+    response: Any
+    raw_output: str | None = None
+    parse_status: str = "ok"
+    latency_s: float | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+class Readout:
+    name: ClassVar[str]
+    capability: ClassVar[str]  # "embed" | "generate" | "predict"
+    uses_prompt: ClassVar[bool] = False
+
+    def __init__(self, stimset: StimulusSet, **options: Any):
+        self.stimset = stimset
+        self.options = options
+
+    def prepare(self, model) -> None:
+        """Fit anything the readout needs from the probe-train split (default: nothing)."""
+
+    def respond(self, model, batch: list[Stimulus]) -> list[Response]:
+        raise NotImplementedError
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """Everything besides the model and stimulus that changes a response (part of the cache key)."""
+        return {"readout": self.name, **self.options}

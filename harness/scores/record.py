@@ -1,0 +1,48 @@
+"""A score is a small record, not a float."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Score:
+    """One number with everything needed to read it.
+
+    ``name`` is the metric key under the task prefix (``B``, ``kappa``, ``accuracy`` ...);
+    ``ceiling``/``floor`` are the human-human ceiling and the guessing floor on the same scale
+    (None where none applies); ``method`` says how value and interval were computed.
+    """
+
+    name: str
+    value: float
+    ci_low: float | None
+    ci_high: float | None
+    n: int
+    nulls: int
+    method: str
+    version: str
+    ceiling: float | None = None
+    floor: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def null_rate(self) -> float:
+        total = self.n + self.nulls
+        return self.nulls / total if total else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["null_rate"] = self.null_rate
+        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()}
+
+    def metrics(self, prefix: str) -> dict[str, float]:
+        """Flat MLflow metrics: ``<prefix>/<name>``, ``_ci_low``, ``_ci_high``, ceiling, floor."""
+        out = {f"{prefix}/{self.name}": self.value}
+        for key, val in (("ci_low", self.ci_low), ("ci_high", self.ci_high),
+                         ("ceiling", self.ceiling), ("floor", self.floor)):
+            if val is not None and not math.isnan(val):
+                out[f"{prefix}/{self.name}_{key}"] = float(val)
+        return {k: float(v) for k, v in out.items() if v is not None and not math.isnan(v)}

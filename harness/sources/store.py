@@ -1,0 +1,136 @@
+"""Verified access to source files: from a local mirror or a pulled data root, never unchecked.
+
+Layout of both a mirror and a data root: ``<dir>/<release>/<path>``, as in ``../shared/sources``.
+``Sources.path`` hands out a file only after its release has been verified against the declared
+sha256 of every file, so nothing downstream reads a changed or missing file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import urllib.request
+from pathlib import Path
+
+from .releases import RELEASES, Release
+
+DEFAULT_DATA_ROOT = Path(os.environ.get("GESTALT_DATA", Path.home() / ".cache" / "gestalt" / "data"))
+
+
+class DataError(Exception):
+    """A source file is missing, changed or undeclared. The message names the file."""
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def get_release(name: str) -> Release:
+    try:
+        return RELEASES[name]
+    except KeyError:
+        raise DataError(f"unknown release {name!r}; declared: {', '.join(sorted(RELEASES))}") from None
+
+
+class Sources:
+    """Resolves ``(release, path)`` to a verified file.
+
+    ``mirror`` (or $GESTALT_MIRROR) wins over ``root`` (or $GESTALT_DATA); both hold the same layout.
+    """
+
+    def __init__(self, root: str | Path | None = None, mirror: str | Path | None = None):
+        mirror = mirror or os.environ.get("GESTALT_MIRROR")
+        self.mirror = Path(mirror).resolve() if mirror else None
+        self.root = Path(root).resolve() if root else DEFAULT_DATA_ROOT
+        self._verified: set[str] = set()
+
+    @property
+    def base(self) -> Path:
+        return self.mirror if self.mirror is not None else self.root
+
+    def release_dir(self, name: str) -> Path:
+        self.verify(name)
+        return self.base / name
+
+    def path(self, release: str, relpath: str) -> Path:
+        rel = get_release(release)
+        if relpath not in rel.files:
+            raise DataError(f"{release}/{relpath}: not a declared file of release {release!r}")
+        return self.release_dir(release) / relpath
+
+    def sha256(self, release: str, relpath: str) -> str:
+        return get_release(release).files[relpath]
+
+    def verify(self, name: str) -> int:
+        """Check every declared file of a release; raise DataError naming the first bad one."""
+        if name in self._verified:
+            return len(get_release(name).files)
+        rel = get_release(name)
+        folder = self.base / name
+        problems = []
+        for relpath, expected in rel.files.items():
+            p = folder / relpath
+            if not p.is_file():
+                problems.append(f"{p}: missing")
+            elif file_sha256(p) != expected:
+                problems.append(f"{p}: sha256 differs from the declared {expected[:12]}...")
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            hint = "" if self.mirror else f"; run `gestalt data pull {name}`"
+            raise DataError(problems[0] + more + hint)
+        self._verified.add(name)
+        return len(rel.files)
+
+    def pull(self, name: str, progress: bool = True) -> int:
+        """Download a release into the data root, verifying each file; returns files fetched."""
+        rel = get_release(name)
+        folder = self.root / name
+        fetched = 0
+        items = sorted(rel.files.items())
+        if progress:
+            from tqdm import tqdm
+
+            items = tqdm(items, desc=f"pull {name}", unit="file")
+        for relpath, expected in items:
+            dest = folder / relpath
+            if dest.is_file() and file_sha256(dest) == expected:
+                continue
+            if self.mirror is not None:
+                src = self.mirror / name / relpath
+                if not src.is_file():
+                    raise DataError(f"{src}: missing in mirror")
+                tmp = _tmp_beside(dest)
+                shutil.copyfile(src, tmp)
+            else:
+                url = rel.url(relpath)
+                if url is None:
+                    raise DataError(
+                        f"{name}/{relpath}: derived file with no public URL; pull with --mirror"
+                    )
+                tmp = _tmp_beside(dest)
+                try:
+                    with urllib.request.urlopen(url, timeout=60) as r, open(tmp, "wb") as f:
+                        shutil.copyfileobj(r, f)
+                except OSError as e:
+                    tmp.unlink(missing_ok=True)
+                    raise DataError(f"{name}/{relpath}: download from {url} failed: {e}") from e
+            got = file_sha256(tmp)
+            if got != expected:
+                tmp.unlink()
+                raise DataError(f"{name}/{relpath}: sha256 {got[:12]}... != declared {expected[:12]}...")
+            tmp.replace(dest)
+            fetched += 1
+        return fetched
+
+
+def _tmp_beside(dest: Path) -> Path:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=dest.parent, prefix=".part-")
+    os.close(fd)
+    return Path(name)

@@ -1,0 +1,155 @@
+"""The stimulus stage's data types: what a task shows, what it expects, what people did.
+
+A task builds a :class:`StimulusSet` deterministically from verified sources and a seed. Images
+are produced lazily (a path to a verified file, or a render function), so a rerun that finds
+every trial already done never decodes an image. Hashes are over the exact bytes a model sees.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal, Sequence
+
+from PIL import Image
+
+ResponseSpace = Literal["choice", "count", "scalar", "label"]
+Split = Literal["train", "test"]
+
+ImageSource = Path | Callable[[], Image.Image] | Image.Image
+
+
+def png_bytes(image: Image.Image) -> bytes:
+    """Deterministic PNG encoding (no timestamps, fixed compression) used for hashing and export."""
+    buf = io.BytesIO()
+    image.save(buf, format="PNG", optimize=False, compress_level=6)
+    return buf.getvalue()
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _load(source: ImageSource) -> Image.Image:
+    if isinstance(source, Image.Image):
+        return source
+    if isinstance(source, Path):
+        with Image.open(source) as im:
+            return im.convert("RGB")
+    return source()
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A verbatim task prompt; its id names the task version, its hash pins the exact text."""
+
+    prompt_id: str
+    text: str
+
+    @property
+    def sha256(self) -> str:
+        return sha256_bytes(self.text.encode("utf-8"))
+
+    @property
+    def hash(self) -> str:
+        # The paper's records carry an 8-hex prefix ("prompt_hash": "be08cec2").
+        return self.sha256[:8]
+
+
+@dataclass
+class Stimulus:
+    """One item of a task.
+
+    ``image`` is the human-facing picture (the silhouette, the numbered montage, the chart) that
+    prompt models receive; ``parts`` are the component images an encoder embeds separately for
+    odd-one-out tasks (empty otherwise). ``human_target`` is h_i, the human reference response.
+    """
+
+    stimulus_id: str
+    split: Split
+    ground_truth: Any
+    image_source: ImageSource
+    human_target: Any = None
+    part_sources: tuple[ImageSource, ...] = ()
+    option_order: tuple[int, ...] | None = None
+    manipulated_value: Any = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    file_sha256: str | None = None  # set when the image is a verified source file
+    _sha256: str | None = field(default=None, init=False, repr=False)
+
+    @property
+    def image(self) -> Image.Image:
+        return _load(self.image_source)
+
+    @property
+    def parts(self) -> list[Image.Image]:
+        return [_load(p) for p in self.part_sources]
+
+    @property
+    def sha256(self) -> str:
+        """Hash of what a model can see (image and parts) plus the targets it is scored on."""
+        if self._sha256 is None:
+            h = hashlib.sha256()
+            if self.file_sha256 is not None:
+                h.update(self.file_sha256.encode())
+            else:
+                h.update(png_bytes(self.image))
+            for part in self.parts:
+                h.update(png_bytes(part))
+            h.update(
+                json.dumps(
+                    [self.stimulus_id, self.ground_truth, self.human_target, self.option_order,
+                     self.manipulated_value],
+                    sort_keys=True,
+                    default=str,
+                ).encode()
+            )
+            self._sha256 = h.hexdigest()
+        return self._sha256
+
+
+@dataclass
+class StimulusSet:
+    """Everything one task needs downstream: stimuli, prompt, options and the human data.
+
+    ``human`` holds task-level human data that scoring needs beyond per-item targets (for the
+    silhouettes: each observer's correctness per test image), as plain numpy arrays.
+    """
+
+    task_id: str
+    version: str
+    response_space: ResponseSpace
+    stimuli: list[Stimulus]
+    human_ref_id: str
+    prompt: Prompt | None = None
+    options: tuple[Any, ...] = ()
+    human: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    unavailable: str | None = None  # why the task cannot run here (missing images), else None
+
+    def split(self, name: Split) -> list[Stimulus]:
+        return [s for s in self.stimuli if s.split == name]
+
+    @property
+    def test(self) -> list[Stimulus]:
+        return self.split("test")
+
+    @property
+    def train(self) -> list[Stimulus]:
+        return self.split("train")
+
+    @property
+    def sha256(self) -> str:
+        h = hashlib.sha256()
+        h.update(json.dumps([self.task_id, self.version, self.seed]).encode())
+        for s in self.stimuli:
+            h.update(s.split.encode())
+            h.update(s.sha256.encode())
+        return h.hexdigest()
+
+
+def by_id(stimuli: Sequence[Stimulus]) -> dict[str, Stimulus]:
+    return {s.stimulus_id: s for s in stimuli}

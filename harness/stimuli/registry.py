@@ -1,0 +1,82 @@
+"""The task registry: one line per task, pointing at the module that builds its stimuli.
+
+A task declares what it shows (its builder), which readout answers it for each model
+capability, and which metric family scores it. Builders are imported only when a task is used,
+so listing tasks stays instant.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .base import StimulusSet
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    task_id: str
+    builder: str  # "module:function" returning a StimulusSet from (sources, seed, **options)
+    readouts: dict[str, str]  # capability -> readout name (see harness.readouts.registry)
+    scoring: str  # metric family in harness.scores.tasks
+    battery: str
+    description: str
+    defaults: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def principle(self) -> str:
+        return self.task_id.split(".")[0]
+
+    @property
+    def track(self) -> str:
+        return self.task_id.split(".")[1]
+
+    def build(self, sources, seed: int = 0, **options: Any) -> StimulusSet:
+        module, func = self.builder.split(":")
+        fn: Callable[..., StimulusSet] = getattr(importlib.import_module(module), func)
+        return fn(sources, seed=seed, **{**self.defaults, **options})
+
+
+TASKS: dict[str, TaskSpec] = {
+    spec.task_id: spec
+    for spec in [
+        TaskSpec(
+            task_id="closure.nat.silhouette",
+            builder="harness.stimuli.silhouette:build",
+            readouts={"embed": "prototype", "generate": "prompt_label"},
+            scoring="classification_vs_observers",
+            battery="gestalt",
+            description="Geirhos filled silhouettes, 16-way; images 1-5 probe-train, 6-10 test (80)",
+        ),
+    ]
+}
+
+BATTERIES: dict[str, list[str]] = {}
+for _spec in TASKS.values():
+    BATTERIES.setdefault(_spec.battery, []).append(_spec.task_id)
+
+
+class UnknownTask(KeyError):
+    def __str__(self) -> str:  # KeyError quotes its message; keep it one readable line
+        return self.args[0]
+
+
+def get_task(task_id: str) -> TaskSpec:
+    try:
+        return TASKS[task_id]
+    except KeyError:
+        raise UnknownTask(
+            f"unknown task {task_id!r}; known tasks: {', '.join(sorted(TASKS))}"
+        ) from None
+
+
+def expand(names: list[str]) -> list[str]:
+    """Task ids from a mix of task ids and battery names, in order, without repeats."""
+    out: list[str] = []
+    for name in names:
+        for tid in BATTERIES.get(name, [name]):
+            get_task(tid)
+            if tid not in out:
+                out.append(tid)
+    return out
