@@ -20,6 +20,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 from PIL import Image
 
+from ..errors import GestaltError
+
 Capability = Literal["embed", "generate", "predict"]
 
 
@@ -78,5 +80,5 @@ def fingerprint_hash(fingerprint: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()
 
 
-class ModelError(Exception):
+class ModelError(GestaltError):
     """An unknown model, missing weights or a failed load. The message names the model."""

@@ -15,6 +15,8 @@ SOURCES: dict[str, str] = {
     "timm": "harness.models.encoders:TimmEncoder",
     "open_clip": "harness.models.encoders:OpenClipEncoder",
     "hf": "harness.models.encoders:HFVisionEncoder",
+    "hf-vlm": "harness.models.hf_vlm:HFVLM",
+    "api": "harness.models.api:APIModel",
 }
 
 

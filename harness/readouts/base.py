@@ -24,6 +24,13 @@ class Response:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
+class _Local:
+    """Single-process stand-in for harness.trials.distributed.Dist (same ``map`` contract)."""
+
+    def map(self, fn, items):
+        return list(fn(list(items))) if len(items) else []
+
+
 class Readout:
     name: ClassVar[str]
     capability: ClassVar[str]  # "embed" | "generate" | "predict"
@@ -32,6 +39,22 @@ class Readout:
     def __init__(self, stimset: StimulusSet, **options: Any):
         self.stimset = stimset
         self.options = options
+        self.dist = _Local()  # the runner swaps in its accelerate-backed Dist
+        self.rep = 0  # repetition index of the batch being answered (set by the runner)
+
+    def embed_all(self, model, images_of: list[Stimulus], parts: bool = False):
+        """Embeddings of many stimuli, sharded across processes and gathered in order."""
+        import numpy as np
+
+        def run(items):
+            if parts:
+                flat = [im for s in items for im in s.parts]
+                emb = model.embed(flat) if flat else np.zeros((0, 0))
+                k = len(items[0].part_sources) if items else 0
+                return list(emb.reshape(len(items), k, -1)) if items else []
+            return list(model.embed([s.image for s in items]))
+
+        return np.stack(self.dist.map(run, images_of))
 
     def prepare(self, model) -> None:
         """Fit anything the readout needs from the probe-train split (default: nothing)."""

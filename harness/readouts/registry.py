@@ -6,6 +6,12 @@ import importlib
 
 READOUTS: dict[str, str] = {
     "prototype": "harness.readouts.probes:PrototypeProbe",
+    "odd_one_out": "harness.readouts.odd_one_out:CosineOddOneOut",
+    "ridge": "harness.readouts.ridge:RidgeProbe",
+    "prompt_choice": "harness.readouts.prompt:PromptChoice",
+    "prompt_count": "harness.readouts.prompt:PromptCount",
+    "prompt_label": "harness.readouts.prompt:PromptLabel",
+    "prompt_number": "harness.readouts.prompt:PromptNumber",
 }
 
 

@@ -56,5 +56,32 @@ RELEASES: dict[str, Release] = {
             ),
             urls={"": f"{_GH}/rgeirhos/texture-vs-shape/ccd0c01d42c0a8a834e90ec141e7f24fa915dc23/"},
         ),
+        Release(
+            name="perceptual-kernels",
+            description="Tableau-10 colour kernels and 20 subjects' raw triplet judgments",
+            licence="none stated (the repository has no LICENSE file)",
+            citation=(
+                "Demiralp, Bernstein & Heer (2014). Learning Perceptual Kernels for Visualization "
+                "Design. IEEE TVCG 20(12) (Proc. InfoVis 2014)."
+            ),
+            urls={"data/": f"{_GH}/uwdata/perceptual-kernels/eda46ab3d4018e42ef77746e8750777613531238/data/"},
+        ),
+        Release(
+            name="things",
+            description="THINGS odd-one-out noise-ceiling triplets (1,000 x ~20 responses), concepts",
+            licence="triplets: GPL-3.0 repository (Hebart lab data, CC BY 4.0 per cblearn); concepts: MIT",
+            citation=(
+                "Hebart, Zheng, Pereira & Baker (2020). Revealing the multidimensional mental "
+                "representations of natural objects underlying human similarity judgements. "
+                "Nature Human Behaviour 4, 1173-1185. Hebart et al. (2019). THINGS: A database of "
+                "1,854 object concepts and more than 26,000 naturalistic object images. PLoS ONE."
+            ),
+            urls={
+                "LukasMut-VICE/data/": f"{_GH}/LukasMut/VICE/f484c1446459c12c15deb2df1476f53969ad6f4d/data/",
+                "thingsvision/data/files/": (
+                    f"{_GH}/ViCCo-Group/thingsvision/57e91c9754dfea8579ffc58c0ae42d9dc60080af/data/files/"
+                ),
+            },
+        ),
     ]
 }

@@ -14,12 +14,13 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
+from ..errors import GestaltError
 from .releases import RELEASES, Release
 
 DEFAULT_DATA_ROOT = Path(os.environ.get("GESTALT_DATA", Path.home() / ".cache" / "gestalt" / "data"))
 
 
-class DataError(Exception):
+class DataError(GestaltError):
     """A source file is missing, changed or undeclared. The message names the file."""
 
 

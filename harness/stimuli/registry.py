@@ -11,6 +11,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..errors import GestaltError
 from .base import StimulusSet
 
 
@@ -49,6 +50,31 @@ TASKS: dict[str, TaskSpec] = {
             battery="gestalt",
             description="Geirhos filled silhouettes, 16-way; images 1-5 probe-train, 6-10 test (80)",
         ),
+        TaskSpec(
+            task_id="similarity.chart.mark_color",
+            builder="harness.stimuli.mark_color:build",
+            readouts={"embed": "odd_one_out", "generate": "prompt_choice"},
+            scoring="odd_one_out",
+            battery="gestalt",
+            description="Tableau-10 mark-colour odd-one-out, all 120 triplets; color-td kernel target",
+        ),
+        TaskSpec(
+            task_id="similarity.chart.series_count",
+            builder="harness.stimuli.series_count:build",
+            readouts={"embed": "ridge", "generate": "prompt_count"},
+            scoring="capacity",
+            battery="gestalt",
+            description="Colour-series counting, k=1..20; 40 test, 200 probe-train; 6-12 capacity band",
+        ),
+        TaskSpec(
+            task_id="similarity.nat.things",
+            builder="harness.stimuli.things:build",
+            readouts={"embed": "odd_one_out", "generate": "prompt_choice"},
+            scoring="odd_one_out",
+            battery="gestalt",
+            description="THINGS object odd-one-out, 500 of the 1,000 noise-ceiling triplets (images from OSF)",
+            defaults={"n_triplets": 500},
+        ),
     ]
 }
 
@@ -57,7 +83,7 @@ for _spec in TASKS.values():
     BATTERIES.setdefault(_spec.battery, []).append(_spec.task_id)
 
 
-class UnknownTask(KeyError):
+class UnknownTask(GestaltError, KeyError):
     def __str__(self) -> str:  # KeyError quotes its message; keep it one readable line
         return self.args[0]
 

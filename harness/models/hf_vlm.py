@@ -1,0 +1,234 @@
+"""``hf-vlm:<repo or local dir>``: open vision-language models through transformers.
+
+Any image-text-to-text model (``AutoModelForImageTextToText`` + ``AutoProcessor``) with its own
+chat template. One user turn holds the image *before* the prompt text (the Gestalt paper's
+protocol, appendix B). Decoding is greedy unless a readout asks for a temperature; the model's
+own generation config supplies everything else (e.g. a repetition penalty it ships with).
+
+Batches are left-padded so every row's answer starts at the same column; rows are independent
+(attention masks), so a batch answers as its items would alone, up to floating-point summation
+order in half precision. Latency per item is the batch's wall time divided by its size.
+
+Spec fields: ``revision`` (hub commit, recorded as ``model_version = name@revision``),
+``dtype`` (float32 | bfloat16 | float16 | auto), ``batch_size``. Options:
+``device_map`` (e.g. "auto", for models larger than one GPU; the runner's device is then
+ignored), ``processor_kwargs`` (e.g. Qwen2-VL ``min_pixels``/``max_pixels``; they change what the
+model sees, so they are part of the fingerprint), ``attn_implementation``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from .base import Generation, ModelError, ModelSpec
+
+ADAPTER_VERSION = "1"  # bump when the prompt assembly or decoding changes
+OPTIONS = {"device_map", "processor_kwargs", "attn_implementation"}
+DTYPES = {"float32", "bfloat16", "float16", "auto"}
+DEFAULT_MAX_NEW_TOKENS = 40
+
+
+def chat(prompt: str, image: Image.Image | None = None) -> list[dict[str, Any]]:
+    """One user turn: the image first, then the prompt text."""
+    content: list[dict[str, Any]] = []
+    if image is not None:
+        content.append({"type": "image", "image": image})
+    content.append({"type": "text", "text": prompt})
+    return [{"role": "user", "content": content}]
+
+
+def _local_digest(path: Path) -> str:
+    """Content digest of a local model dir without reading weights: small files' bytes, and the
+    names and sizes of large ones (weight shards)."""
+    h = hashlib.sha256()
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        rel = f.relative_to(path).as_posix()
+        size = f.stat().st_size
+        h.update(f"{rel}\0{size}\0".encode())
+        if size <= 1 << 20:
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+class HFVLM:
+    capabilities = frozenset({"generate"})
+
+    def __init__(self, spec: ModelSpec):
+        self.spec = spec
+        self.device = "cpu"
+        self._model = None
+        self._processor = None
+
+    def __repr__(self) -> str:
+        return f"HFVLM({self.spec.id!r}, {self.spec.name!r}@{self.spec.revision})"
+
+    @property
+    def _local(self) -> Path | None:
+        path = Path(self.spec.name)
+        return path if path.is_dir() else None
+
+    # -- identity (no weights loaded) ------------------------------------------------------
+    def check(self) -> None:
+        s = self.spec
+        unknown = set(s.options) - OPTIONS
+        if unknown:
+            raise ModelError(f"model {s.id!r}: unknown hf-vlm option(s) {sorted(unknown)}; "
+                             f"known: {sorted(OPTIONS)}")
+        if s.dtype not in DTYPES:
+            raise ModelError(f"model {s.id!r}: dtype {s.dtype!r} is not one of {sorted(DTYPES)}")
+        if self._local is not None:
+            config = self._local / "config.json"
+        else:
+            from huggingface_hub import try_to_load_from_cache
+
+            config = try_to_load_from_cache(s.name, "config.json", revision=s.revision)
+            if not isinstance(config, str):
+                if os.environ.get("HF_HUB_OFFLINE") == "1":
+                    raise ModelError(f"model {s.id!r}: {s.name!r} is not in the local Hugging Face "
+                                     f"cache and HF_HUB_OFFLINE=1 (run `gestalt models fetch` with a "
+                                     f"network)")
+                return  # resolved from the hub at load time
+            config = Path(config)
+        if not config.is_file():
+            raise ModelError(f"model {s.id!r}: {config} missing")
+        self._check_architecture(json.loads(config.read_text()), config)
+
+    def _check_architecture(self, config: dict, where: Path) -> None:
+        from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+
+        model_type = config.get("model_type")
+        if model_type not in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES:
+            raise ModelError(f"model {self.spec.id!r}: {where} has model_type {model_type!r}, which "
+                             f"is not an image-text-to-text model in transformers")
+
+    @property
+    def fingerprint(self) -> dict[str, Any]:
+        import importlib.metadata
+
+        s = self.spec
+        fp = {"source": s.source, "name": s.name, "revision": s.revision, "dtype": s.dtype,
+              "processor_kwargs": s.options.get("processor_kwargs", {}),
+              "adapter": f"hf-vlm/{ADAPTER_VERSION}",
+              "transformers": importlib.metadata.version("transformers")}
+        if self._local is not None:
+            fp["local_sha256"] = _local_digest(self._local)
+        return fp
+
+    @property
+    def model_version(self) -> str:
+        s = self.spec
+        if s.revision:
+            return f"{s.name}@{s.revision}"
+        if self._local is not None:
+            return f"{s.name}@local-{_local_digest(self._local)[:12]}"
+        return s.name
+
+    # -- weights ---------------------------------------------------------------------------
+    def fetch(self) -> str:
+        """Download the snapshot into the local hub cache (Docker build step)."""
+        if self._local is not None:
+            return f"{self.spec.id}: nothing to fetch (local dir {self.spec.name})"
+        from huggingface_hub import snapshot_download
+
+        path = snapshot_download(self.spec.name, revision=self.spec.revision)
+        return f"{self.spec.id}: fetched {self.spec.name}@{self.spec.revision} -> {path}"
+
+    def to(self, device: str) -> "HFVLM":
+        self.device = device
+        if self._model is not None and "device_map" not in self.spec.options:
+            self._model = self._model.to(device)
+        return self
+
+    def load(self):
+        if self._model is None:
+            import torch
+            from transformers import AutoModelForImageTextToText, AutoProcessor
+
+            s = self.spec
+            kwargs: dict[str, Any] = {"revision": s.revision,
+                                      "dtype": "auto" if s.dtype == "auto" else getattr(torch, s.dtype)}
+            for key in ("device_map", "attn_implementation"):
+                if key in s.options:
+                    kwargs[key] = s.options[key]
+            try:
+                processor = AutoProcessor.from_pretrained(s.name, revision=s.revision,
+                                                          **s.options.get("processor_kwargs", {}))
+                model = AutoModelForImageTextToText.from_pretrained(s.name, **kwargs)
+            except (OSError, ValueError) as e:
+                raise ModelError(f"model {s.id!r}: cannot load {s.name!r}@{s.revision}: {e}") from e
+            if "device_map" not in s.options:
+                model = model.to(self.device)
+            self._model, self._processor = model.eval(), processor
+        return self._model
+
+    # -- generate --------------------------------------------------------------------------
+    def generate(self, image: Image.Image, prompt: str, settings: dict[str, Any]) -> Generation:
+        return self.generate_many([image], [prompt], settings)[0]
+
+    def generate_many(self, images: list[Image.Image], prompts: list[str],
+                      settings: dict[str, Any]) -> list[Generation]:
+        if len(images) != len(prompts):
+            raise ValueError(f"{len(images)} images but {len(prompts)} prompts")
+        out: list[Generation] = []
+        bs = max(1, self.spec.batch_size)
+        for start in range(0, len(images), bs):
+            out.extend(self._generate_batch(images[start:start + bs], prompts[start:start + bs],
+                                            settings))
+        return out
+
+    def _generation_kwargs(self, settings: dict[str, Any]) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"max_new_tokens": int(settings.get("max_new_tokens",
+                                                                     DEFAULT_MAX_NEW_TOKENS))}
+        temperature = float(settings.get("temperature") or 0.0)
+        if temperature > 0:
+            kwargs.update(do_sample=True, temperature=temperature)
+            if settings.get("top_p") is not None:
+                kwargs["top_p"] = float(settings["top_p"])
+        else:
+            # Greedy; unset sampling knobs a hub generation config may carry, so transformers
+            # neither warns nor mixes them in.
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        return kwargs
+
+    def _generate_batch(self, images, prompts, settings) -> list[Generation]:
+        import torch
+
+        model = self.load()
+        processor = self._processor
+        conversations = [chat(p, im.convert("RGB")) for im, p in zip(images, prompts)]
+        inputs = processor.apply_chat_template(
+            conversations, add_generation_prompt=True, tokenize=True, return_dict=True,
+            return_tensors="pt", processor_kwargs={"padding": True, "padding_side": "left"})
+        inputs = inputs.to(model.device)
+        if "pixel_values" in inputs and inputs["pixel_values"].is_floating_point():
+            inputs["pixel_values"] = inputs["pixel_values"].to(model.dtype)
+        if float(settings.get("temperature") or 0.0) > 0 and settings.get("seed") is not None:
+            torch.manual_seed(int(settings["seed"]))
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            sequences = model.generate(**inputs, **self._generation_kwargs(settings))
+        latency = (time.perf_counter() - t0) / len(images)
+        prompt_len = inputs["input_ids"].shape[1]
+        new_tokens = sequences[:, prompt_len:].cpu()
+        texts = processor.batch_decode(new_tokens, skip_special_tokens=True)
+        input_counts = inputs["attention_mask"].sum(dim=1).tolist()
+        return [Generation(text=text.strip(), latency_s=latency,
+                           usage={"input_tokens": int(n_in),
+                                  "output_tokens": self._n_generated(row)})
+                for text, n_in, row in zip(texts, input_counts, new_tokens)]
+
+    def _n_generated(self, row) -> int:
+        """Tokens generated up to and including the first end-of-sequence token."""
+        eos = self._model.generation_config.eos_token_id
+        eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        for i, token in enumerate(row.tolist()):
+            if token in eos_ids:
+                return i + 1
+        return len(row)

@@ -1,0 +1,212 @@
+"""Prompt readouts: show the human-facing image with the task's verbatim prompt, parse the answer.
+
+Every prompt readout sends ``stimulus.image`` (the picture people saw: the silhouette, the
+numbered montage, the chart), flattened onto white if it has transparency, together with
+``stimset.prompt.text`` unchanged, to a model with the ``generate`` capability, and parses the
+reply by the rules of :mod:`harness.readouts.parse`. A failed model call is
+``null:api_error:<code>`` with the error text in ``extras['error']``.
+
+Options (all readouts): ``max_new_tokens`` (40, the Gestalt protocol), ``temperature`` (0 =
+greedy), ``top_p`` (unset), ``seed`` (the stimulus set's seed; repetition ``r`` samples with
+``seed + r``), ``n_reps`` (1). The runner sets ``readout.rep`` before each ``respond``; it should
+run ``readout.n_reps`` repetitions, which :func:`harness.readouts.parse.aggregate_reps` combines.
+
+``prompt_choice`` also takes ``all_permutations``: each stimulus is shown in all six orders of its
+three montage parts (``Stimulus.part_sources``), re-rendered with
+:func:`harness.stimuli.montage.montage_of`, so position bias can be measured. Repetition ``r``
+shows permutation ``r % 6`` (0 is the stimulus' own order, sent as ``stimulus.image`` itself) and
+``n_reps`` becomes ``6 x n_reps``. The response is mapped back to the stimulus' montage numbering,
+so it compares with ``ground_truth`` and ``option_order`` as usual; ``extras`` keeps
+``permutation`` (montage index shown at each position, 0-based) and ``presented_response``
+(the position the model named in the picture it saw).
+"""
+
+from __future__ import annotations
+
+from itertools import permutations
+from typing import Any, ClassVar
+
+from PIL import Image
+
+from ..stimuli.base import Stimulus, StimulusSet, png_bytes
+from .base import Readout, Response
+from .parse import Parsed, api_error_status, parse_integer, parse_label, parse_number
+
+PERMUTATIONS: tuple[tuple[int, ...], ...] = tuple(permutations(range(3)))
+
+
+def human_facing(image: Image.Image) -> Image.Image:
+    """The picture as seen on a white page: transparency composited onto white."""
+    if image.mode in ("RGBA", "LA") or (image.mode == "P" and "transparency" in image.info):
+        rgba = image.convert("RGBA")
+        canvas = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(canvas, rgba).convert("RGB")
+    return image
+
+
+def generate_all(model, images: list[Image.Image], prompts: list[str],
+                 settings: dict[str, Any]) -> list:
+    """Batched or concurrent generation where the adapter offers it, else one call per item."""
+    many = getattr(model, "generate_many", None)
+    if many is not None:
+        return many(images, prompts, settings)
+    return [model.generate(im, p, settings) for im, p in zip(images, prompts)]
+
+
+class PromptReadout(Readout):
+    capability = "generate"
+    uses_prompt = True
+    response_space: ClassVar[str]
+    OPTIONS: ClassVar[dict[str, Any]] = {"max_new_tokens": 40, "temperature": 0.0, "top_p": None,
+                                         "seed": None, "n_reps": 1}
+    rep: int = 0  # set by the runner before each respond()
+
+    def __init__(self, stimset: StimulusSet, **options: Any):
+        task = stimset.task_id
+        unknown = set(options) - set(self.OPTIONS)
+        if unknown:
+            raise ValueError(f"{task}: readout {self.name} has no option(s) {sorted(unknown)}; "
+                             f"known: {sorted(self.OPTIONS)}")
+        if stimset.prompt is None:
+            raise ValueError(f"{task}: readout {self.name} needs a prompt, the task has none")
+        if stimset.response_space != self.response_space:
+            raise ValueError(f"{task}: readout {self.name} answers {self.response_space!r} tasks, "
+                             f"the task's response space is {stimset.response_space!r}")
+        resolved = {**self.OPTIONS, **options}
+        if resolved["seed"] is None:
+            resolved["seed"] = stimset.seed
+        if int(resolved["n_reps"]) < 1 or int(resolved["max_new_tokens"]) < 1:
+            raise ValueError(f"{task}: readout {self.name}: n_reps and max_new_tokens must be >= 1")
+        super().__init__(stimset, **resolved)
+
+    @property
+    def n_reps(self) -> int:
+        return int(self.options["n_reps"])
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """What changes one response (the cache key); ``n_reps`` only adds trials, so it is out."""
+        return {"readout": self.name, **{k: v for k, v in self.options.items() if k != "n_reps"}}
+
+    def generation_settings(self, rep: int) -> dict[str, Any]:
+        o = self.options
+        return {"max_new_tokens": int(o["max_new_tokens"]), "temperature": float(o["temperature"]),
+                "top_p": o["top_p"], "seed": int(o["seed"]) + rep}
+
+    def parse(self, text: str | None) -> Parsed:
+        raise NotImplementedError
+
+    def present(self, stimulus: Stimulus, rep: int) -> tuple[Image.Image, dict[str, Any]]:
+        """The image shown for this repetition, and what to record about the presentation."""
+        return stimulus.image, {}
+
+    def record(self, parsed: Parsed, extras: dict[str, Any]) -> Parsed:
+        """The response as recorded (default: as parsed); may add to the trial's extras."""
+        return parsed
+
+    def respond(self, model, batch: list[Stimulus]) -> list[Response]:
+        rep = self.rep
+        shown = [self.present(s, rep) for s in batch]
+        images = [human_facing(image) for image, _ in shown]
+        prompts = [self.stimset.prompt.text] * len(batch)
+        generations = generate_all(model, images, prompts, self.generation_settings(rep))
+        out = []
+        for gen, (_, presentation) in zip(generations, shown):
+            extras = dict(presentation)
+            if gen.error is not None:
+                parsed = Parsed(None, api_error_status(gen.error))
+                extras["error"] = gen.error
+            else:
+                parsed = self.record(self.parse(gen.text), extras)
+            out.append(Response(response=parsed.value, raw_output=gen.text, parse_status=parsed.status,
+                                latency_s=gen.latency_s, usage=dict(gen.usage), extras=extras))
+        return out
+
+
+class PromptChoice(PromptReadout):
+    """Numbered-montage choice (odd-one-out): the first integer, one of the task's options."""
+
+    name = "prompt_choice"
+    response_space = "choice"
+    OPTIONS = {**PromptReadout.OPTIONS, "all_permutations": False}
+
+    def __init__(self, stimset: StimulusSet, **options: Any):
+        super().__init__(stimset, **options)
+        if not stimset.options:
+            raise ValueError(f"{stimset.task_id}: prompt_choice needs the task's options")
+        if self.options["all_permutations"]:
+            if tuple(stimset.options) != (1, 2, 3):
+                raise ValueError(f"{stimset.task_id}: all_permutations needs a 1-2-3 montage task, "
+                                 f"options are {stimset.options}")
+            for s in stimset.test:
+                if len(s.part_sources) != 3:
+                    raise ValueError(f"{stimset.task_id}: stimulus {s.stimulus_id} has "
+                                     f"{len(s.part_sources)} montage parts; all_permutations needs 3")
+        self._layout_checked: set[str] = set()
+
+    @property
+    def n_reps(self) -> int:
+        return super().n_reps * (len(PERMUTATIONS) if self.options["all_permutations"] else 1)
+
+    def parse(self, text):
+        return parse_integer(text, self.stimset.options)
+
+    def present(self, stimulus, rep):
+        if not self.options["all_permutations"]:
+            return stimulus.image, {}
+        from ..stimuli.montage import montage_of
+
+        perm = PERMUTATIONS[rep % len(PERMUTATIONS)]
+        if stimulus.stimulus_id not in self._layout_checked:
+            # Re-rendering must reproduce the stimulus exactly, or the permuted montages would
+            # differ from the original in more than the order.
+            if png_bytes(montage_of(stimulus.part_sources)) != png_bytes(stimulus.image):
+                raise ValueError(f"{self.stimset.task_id}: stimulus {stimulus.stimulus_id}: its image "
+                                 f"is not the default montage of its parts; cannot permute it")
+            self._layout_checked.add(stimulus.stimulus_id)
+        image = stimulus.image if perm == PERMUTATIONS[0] else \
+            montage_of([stimulus.part_sources[i] for i in perm])
+        return image, {"permutation": list(perm)}
+
+    def record(self, parsed, extras):
+        perm = extras.get("permutation")
+        if perm is None or not parsed.ok:
+            return parsed
+        extras["presented_response"] = parsed.value
+        return Parsed(perm[parsed.value - 1] + 1, parsed.status)
+
+
+class PromptCount(PromptReadout):
+    """Counts: the first integer, within the task's options when it lists them."""
+
+    name = "prompt_count"
+    response_space = "count"
+
+    def parse(self, text):
+        return parse_integer(text, self.stimset.options)
+
+
+class PromptLabel(PromptReadout):
+    """Text labels (silhouette classes): the first option mentioned."""
+
+    name = "prompt_label"
+    response_space = "label"
+
+    def __init__(self, stimset: StimulusSet, **options: Any):
+        super().__init__(stimset, **options)
+        if not stimset.options:
+            raise ValueError(f"{stimset.task_id}: prompt_label needs the task's label options")
+
+    def parse(self, text):
+        return parse_label(text, self.stimset.options)
+
+
+class PromptNumber(PromptReadout):
+    """Scalar answers (bar-chart ratio, a percentage): the first number within [lo, hi]."""
+
+    name = "prompt_number"
+    response_space = "scalar"
+    OPTIONS = {**PromptReadout.OPTIONS, "lo": 0.0, "hi": 100.0}
+
+    def parse(self, text):
+        return parse_number(text, float(self.options["lo"]), float(self.options["hi"]))

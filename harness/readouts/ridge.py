@@ -1,0 +1,118 @@
+"""Ridge regression probe: a frozen linear readout of a count or scalar from embeddings.
+
+``prepare`` embeds the probe-train split and fits ridge regression of the target on the
+standardised embedding (with intercept). The penalty is chosen on probe-train only, by k-fold
+cross-validation (``folds`` = 5, folds from a permutation seeded by the stimulus set's seed,
+standardisation refit inside each fold) over the grid ``alphas``; the lowest mean squared CV error
+wins, ties going to the stronger penalty. The model is then refit on all of probe-train and
+applied frozen to the test split. A probe estimates what is linearly decodable and cannot add
+organisation the representation lacks (the Gestalt paper's appendix).
+
+Responses: for ``count`` tasks the prediction is rounded half up to an integer and clipped to
+the task's valid range (min..max of ``stimset.options``), the paper's "rounded ridge readout";
+for ``scalar`` tasks it is returned unrounded (options ``round`` and ``clip=(lo, hi)`` override
+both). A non-finite prediction is a null.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .base import Readout, Response
+
+ALPHAS = tuple(float(a) for a in 10.0 ** np.arange(-3.0, 6.5, 0.5))
+FOLDS = 5
+
+
+def _standardise(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    mu, sd = x.mean(axis=0), x.std(axis=0)
+    return mu, np.where(sd > 0, sd, 1.0)
+
+
+def _ridge_path(z: np.ndarray, y: np.ndarray, alphas: np.ndarray) -> np.ndarray:
+    """Coefficients (p, n_alphas) for centred z, y, all penalties from one SVD."""
+    u, s, vt = np.linalg.svd(z, full_matrices=False)
+    shrink = s[None, :] / (s[None, :] ** 2 + alphas[:, None])  # (A, r)
+    return vt.T @ (shrink * (u.T @ y)[None, :]).T
+
+
+class RidgeCV:
+    """Ridge regression with the penalty chosen by k-fold cross-validation on the fit data."""
+
+    def __init__(self, alphas: tuple[float, ...] = ALPHAS, folds: int = FOLDS, seed: int = 0):
+        self.alphas = np.asarray(alphas, dtype=np.float64)
+        self.folds = folds
+        self.seed = seed
+
+    def cv_errors(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Mean squared held-out error per alpha."""
+        n = len(y)
+        fold = np.empty(n, dtype=int)
+        fold[np.random.default_rng(self.seed).permutation(n)] = np.arange(n) % self.folds
+        sq = np.zeros(len(self.alphas))
+        for f in range(self.folds):
+            tr, te = fold != f, fold == f
+            mu, sd = _standardise(x[tr])
+            w = _ridge_path((x[tr] - mu) / sd, y[tr] - y[tr].mean(), self.alphas)
+            pred = ((x[te] - mu) / sd) @ w + y[tr].mean()
+            sq += ((pred - y[te][:, None]) ** 2).sum(axis=0)
+        return sq / n
+
+    def fit(self, x: np.ndarray, y: np.ndarray) -> RidgeCV:
+        x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        if len(y) < 2 * self.folds:
+            raise ValueError(f"ridge probe: {len(y)} training samples is too few for "
+                             f"{self.folds}-fold cross-validation")
+        if not np.isfinite(x).all():
+            raise ValueError("ridge probe: non-finite values in the training embeddings")
+        self.cv_mse = self.cv_errors(x, y)
+        best = len(self.alphas) - 1 - int(np.argmin(self.cv_mse[::-1]))
+        self.alpha = float(self.alphas[best])
+        self.mu, self.sd = _standardise(x)
+        self.intercept = float(y.mean())
+        self.coef = _ridge_path((x - self.mu) / self.sd, y - self.intercept,
+                                np.array([self.alpha]))[:, 0]
+        return self
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return ((np.asarray(x, dtype=np.float64) - self.mu) / self.sd) @ self.coef + self.intercept
+
+
+class RidgeProbe(Readout):
+    name = "ridge"
+    capability = "embed"
+
+    def __init__(self, stimset, **options):
+        super().__init__(stimset, **options)
+        is_count = stimset.response_space == "count"
+        self.round = options.get("round", is_count)
+        clip = options.get("clip")
+        if clip is None and is_count:
+            clip = (min(stimset.options), max(stimset.options))
+        self.clip = tuple(clip) if clip is not None else None
+
+    def prepare(self, model) -> None:
+        train = self.stimset.train
+        if not train:
+            raise ValueError(f"{self.stimset.task_id}: ridge probe needs a probe-train split")
+        x = self.embed_all(model, train)
+        y = [float(s.ground_truth) for s in train]
+        self.probe = RidgeCV(self.options.get("alphas", ALPHAS), self.options.get("folds", FOLDS),
+                             seed=self.stimset.seed).fit(x, y)
+
+    def respond(self, model, batch):
+        preds = self.probe.predict(model.embed([s.image for s in batch]))
+        out = []
+        for p in preds:
+            p = float(p)
+            if not math.isfinite(p):
+                out.append(Response(response=None, parse_status="null:nonfinite_prediction"))
+                continue
+            value = math.floor(p + 0.5) if self.round else p
+            if self.clip is not None:
+                value = min(max(value, self.clip[0]), self.clip[1])
+            out.append(Response(response=int(value) if self.round else value,
+                                extras={"prediction": round(p, 6), "alpha": self.probe.alpha}))
+        return out

@@ -1,0 +1,199 @@
+"""Recipes: strict YAML (models x tasks + settings), ``extends:``, command-line overrides.
+
+Every section forbids unknown keys; an error names the file, the line and the key. The resolved
+recipe (after ``extends`` and overrides, defaults filled) is what runs, is printed by
+``--dry-run`` and is logged to MLflow with its sha256.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import GestaltError
+
+ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+
+
+class RecipeError(GestaltError):
+    """A recipe that cannot run; the message names file, line and key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelEntry(_Strict):
+    id: str = Field(pattern=ID_PATTERN)
+    source: Literal["timm", "open_clip", "hf", "hf-vlm", "api", "cnn"]
+    name: str
+    weights: str | None = None
+    revision: str | None = Field(default=None, description="exact hub commit (40 hex) for pinned runs")
+    family: str = "unknown"
+    batch_size: int = Field(default=32, ge=1)
+    dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+    readouts: dict[str, str] = Field(default_factory=dict, description="task id -> readout override")
+    generation: dict[str, Any] = Field(default_factory=dict)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("revision")
+    @classmethod
+    def _full_commit(cls, v):
+        if v is not None and not (len(v) == 40 and all(c in "0123456789abcdef" for c in v)):
+            raise ValueError("revision must be a full 40-hex commit hash")
+        return v
+
+
+class Bootstrap(_Strict):
+    n_boot: int = Field(default=1000, ge=100)
+    n_boot_kappa: int = Field(default=2000, ge=100)
+    seed: int = 0
+
+
+class Runtime(_Strict):
+    processes: int = Field(default=1, ge=1)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    progress: bool = True
+
+
+class Data(_Strict):
+    root: str | None = None
+    mirror: str | None = None
+
+
+class Tracking(_Strict):
+    enabled: bool = True
+    uri: str | None = Field(default=None, description="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db")
+    experiment: str = "gestalt"
+    tags: dict[str, str] = Field(default_factory=dict)
+
+
+class Recipe(_Strict):
+    schema_version: Literal[1] = 1
+    name: str = Field(pattern=ID_PATTERN)
+    description: str = ""
+    seed: int = 0
+    models: list[ModelEntry] = Field(min_length=1)
+    tasks: list[str] = Field(min_length=1)
+    task_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    bootstrap: Bootstrap = Bootstrap()
+    runtime: Runtime = Runtime()
+    data: Data = Data()
+    tracking: Tracking = Tracking()
+    output_dir: str | None = None
+
+    @model_validator(mode="after")
+    def _unique_models(self):
+        seen = set()
+        for m in self.models:
+            if m.id in seen:
+                raise ValueError(f"model id {m.id!r} appears twice")
+            seen.add(m.id)
+        return self
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.output_dir or f"outputs/{self.name}")
+
+    def resolved(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(json.dumps(self.resolved(), sort_keys=True).encode()).hexdigest()
+
+
+# -- YAML with line numbers ---------------------------------------------------------------------
+
+def _lines(node, path=(), out=None, file="?"):
+    """(key path) -> 'file:line' for every mapping key and sequence item."""
+    out = {} if out is None else out
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            p = path + (k.value,)
+            out[p] = f"{file}:{k.start_mark.line + 1}"
+            _lines(v, p, out, file)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            out[path + (i,)] = f"{file}:{v.start_mark.line + 1}"
+            _lines(v, path + (i,), out, file)
+    return out
+
+
+def _read_yaml(path: Path) -> tuple[dict, dict]:
+    if not path.is_file():
+        raise RecipeError(f"{path}: recipe file not found")
+    text = path.read_text()
+    try:
+        data = yaml.safe_load(text)
+        node = yaml.compose(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise RecipeError(f"{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+    if not isinstance(data, dict):
+        raise RecipeError(f"{path}: a recipe is a YAML mapping")
+    return data, _lines(node, file=str(path))
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _load_raw(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict, dict]:
+    path = path.resolve()
+    if path in seen:
+        raise RecipeError(f"{path}: extends itself (cycle: {' -> '.join(map(str, seen + (path,)))})")
+    data, lines = _read_yaml(path)
+    parent = data.pop("extends", None)
+    if parent is None:
+        return data, lines
+    if not isinstance(parent, str):
+        raise RecipeError(f"{lines.get(('extends',), path)}: extends must be a path")
+    base, base_lines = _load_raw((path.parent / parent), seen + (path,))
+    return _merge(base, data), {**base_lines, **lines}
+
+
+def _set_path(data: dict, dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node: Any = data
+    for k in keys[:-1]:
+        if isinstance(node, list):
+            node = node[int(k)]
+        else:
+            node = node.setdefault(k, {})
+    last = keys[-1]
+    if isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value
+
+
+def load_recipe(path: str | Path, overrides: dict[str, Any] | None = None) -> Recipe:
+    """Load, extend, override and validate. Overrides are dotted paths (``runtime.processes``)."""
+    data, lines = _load_raw(Path(path))
+    for dotted, value in (overrides or {}).items():
+        try:
+            _set_path(data, dotted, yaml.safe_load(value) if isinstance(value, str) else value)
+        except (IndexError, ValueError, TypeError, AttributeError):
+            raise RecipeError(f"override {dotted}: no such place in the recipe") from None
+        lines[tuple(int(k) if k.isdigit() else k for k in dotted.split("."))] = "command line"
+    try:
+        return Recipe.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = tuple(err["loc"])
+        where = next((lines[loc[:i]] for i in range(len(loc), 0, -1) if loc[:i] in lines), str(path))
+        key = ".".join(str(p) for p in loc) or "(recipe)"
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        more = f" (+{e.error_count() - 1} more errors)" if e.error_count() > 1 else ""
+        raise RecipeError(f"{where}: {key}: {msg}{more}") from None

@@ -1,0 +1,218 @@
+"""Run a recipe: plan, check everything that can fail before any run starts, then one battery per model.
+
+Order of work: (1) expand the recipe into a plan; (2) preflight: build and verify every task's
+stimuli from sources and resolve every model name, so a bad recipe, a missing or tampered data
+file or an unknown model stops here with one line naming the culprit and no MLflow run exists;
+(3) per model: an MLflow run, trials (resumed from records), scores, figures, artifacts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import __version__
+from .errors import GestaltError
+from .models.base import ModelSpec
+from .models.registry import adapter_class, build_adapter
+from .recipes import Recipe
+from .reports.figures import battery_figures, close
+from .scores.tasks import get_scorer
+from .sources import Sources
+from .stimuli.base import StimulusSet
+from .stimuli.registry import TaskSpec, expand, get_task
+from .tracking.mlflow_run import BatteryRun, tracking_uri
+from .trials.distributed import Dist
+from .trials.records import RecordStore
+from .trials.runner import CountingAdapter, run_task
+
+
+class PlanError(GestaltError):
+    """A model cannot answer a task (no readout for its capabilities)."""
+
+
+@dataclass
+class Planned:
+    model: ModelSpec
+    tasks: list[tuple[TaskSpec, str]]  # (task, readout name)
+
+
+@dataclass
+class BatteryResult:
+    model_id: str
+    run_id: str
+    scores: dict[str, list] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)
+    model_calls: int = 0
+    new_trials: int = 0
+
+
+def model_specs(recipe: Recipe) -> list[ModelSpec]:
+    return [ModelSpec(id=m.id, source=m.source, name=m.name, weights=m.weights, revision=m.revision,
+                      family=m.family, batch_size=m.batch_size, dtype=m.dtype,
+                      options={**m.options, **({"generation": m.generation} if m.generation else {})})
+            for m in recipe.models]
+
+
+def plan(recipe: Recipe) -> list[Planned]:
+    tasks = [get_task(t) for t in expand(recipe.tasks)]
+    out = []
+    for entry, spec in zip(recipe.models, model_specs(recipe)):
+        caps = adapter_class(spec.source).capabilities
+        pairs = []
+        for task in tasks:
+            readout = entry.readouts.get(task.task_id) or next(
+                (task.readouts[c] for c in ("embed", "generate", "predict") if c in caps and c in task.readouts),
+                None)
+            if readout is None:
+                raise PlanError(f"model {spec.id!r} ({'/'.join(sorted(caps))}) cannot answer "
+                                f"{task.task_id} (readouts: {task.readouts})")
+            pairs.append((task, readout))
+        out.append(Planned(spec, pairs))
+    return out
+
+
+def readout_options(recipe: Recipe, spec: ModelSpec, task: TaskSpec) -> dict[str, Any]:
+    """Generation settings of the model, with per-task overrides under task_options.<task>.generation."""
+    opts = dict(spec.options.get("generation", {}))
+    opts.update(recipe.task_options.get(task.task_id, {}).get("generation", {}))
+    return opts
+
+
+def build_stimsets(recipe: Recipe, sources: Sources, task_ids: list[str]) -> dict[str, StimulusSet]:
+    sets = {}
+    for tid in task_ids:
+        options = {k: v for k, v in recipe.task_options.get(tid, {}).items() if k != "generation"}
+        sets[tid] = get_task(tid).build(sources, seed=recipe.seed, **options)
+    return sets
+
+
+def preflight(recipe: Recipe) -> tuple[list[Planned], dict[str, StimulusSet], Sources]:
+    planned = plan(recipe)
+    sources = Sources(root=recipe.data.root, mirror=recipe.data.mirror)
+    stimsets = build_stimsets(recipe, sources, expand(recipe.tasks))
+    for p in planned:
+        build_adapter(p.model)  # resolves the name (and offline weights) without loading them
+    return planned, stimsets, sources
+
+
+def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, StimulusSet]) -> str:
+    lines = [f"recipe {recipe.name} (sha256 {recipe.sha256[:12]}), seed {recipe.seed}, "
+             f"{recipe.runtime.processes} process(es), output {recipe.out_dir}"]
+    total_calls = 0
+    for p in planned:
+        lines.append(f"model {p.model.id} [{p.model.ref} weights={p.model.weights}]")
+        for task, readout in p.tasks:
+            s = stimsets[task.task_id]
+            n_reps = int(readout_options(recipe, p.model, task).get("n_reps", 1))
+            trials = len(s.test) * n_reps
+            if s.unavailable:
+                lines.append(f"  {task.task_id}: UNAVAILABLE: {s.unavailable}")
+                continue
+            calls = trials if adapter_class(p.model.source).capabilities & {"generate"} else 0
+            total_calls += calls
+            lines.append(f"  {task.task_id}: readout {readout}, {len(s.test)} test x {n_reps} rep(s)"
+                         f" = {trials} trials, probe-train {len(s.train)}"
+                         + (f", {calls} generate calls" if calls else ""))
+    lines.append(f"total generate/API calls if nothing is cached: {total_calls}")
+    return "\n".join(lines)
+
+
+def _call_scorer(fn: Callable, records, stimset, recipe: Recipe):
+    params = inspect.signature(fn).parameters
+    kwargs = {"seed": recipe.bootstrap.seed}
+    for name in ("n_boot", "n_boot_kappa"):
+        if name in params:
+            kwargs[name] = getattr(recipe.bootstrap, name)
+    return fn(records, stimset, **kwargs)
+
+
+def run_recipe(recipe: Recipe, *, echo: Callable[[str], None] = print) -> list[BatteryResult]:
+    planned, stimsets, _ = preflight(recipe)
+    dist = Dist()
+    results = []
+    try:
+        for p in planned:
+            results.append(_run_battery(recipe, p, stimsets, dist, echo))
+    finally:
+        dist.close()
+    return results
+
+
+def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], dist: Dist,
+                 echo: Callable[[str], None]) -> BatteryResult:
+    spec = p.model
+    adapter = CountingAdapter(build_adapter(spec), dist.device)
+    track = recipe.tracking.enabled and dist.is_main
+    tags = {"gestalt.model": spec.id, "gestalt.recipe": recipe.name,
+            "gestalt.recipe_sha256": recipe.sha256, "gestalt.family": spec.family, **recipe.tracking.tags}
+    ctx = (BatteryRun(uri=tracking_uri(recipe.tracking.uri), experiment=recipe.tracking.experiment,
+                      run_name=spec.id, tags=tags) if track else contextlib.nullcontext())
+    with ctx as run:
+        local_id = run.run_id if track else f"{recipe.name}-{spec.id}-{time.strftime('%Y%m%d-%H%M%S')}"
+        run_id = dist.gather([local_id])[0]
+        result = BatteryResult(spec.id, run_id)
+        if track:
+            run.log_params({
+                "model": spec.id, "model_ref": spec.ref, "weights": spec.weights,
+                "weights_revision": spec.revision, "model_version": adapter.model_version,
+                "model_family": spec.family, "dtype": spec.dtype, "batch_size": spec.batch_size,
+                "readouts": ",".join(f"{t.task_id}={r}" for t, r in p.tasks),
+                "seed": recipe.seed, "bootstrap_seed": recipe.bootstrap.seed,
+                "n_boot": recipe.bootstrap.n_boot, "n_boot_kappa": recipe.bootstrap.n_boot_kappa,
+                "processes": dist.world, "harness_version": __version__, "recipe": recipe.name,
+            })
+        intervals: dict[str, Any] = {}
+        for task, readout in p.tasks:
+            stimset = stimsets[task.task_id]
+            store = RecordStore(recipe.out_dir / spec.id / "records" / f"{task.task_id}.jsonl")
+            tr = run_task(task, stimset, spec, adapter, store, readout_name=readout,
+                          readout_options=readout_options(recipe, spec, task), seed=recipe.seed,
+                          run_id=run_id, dist=dist, progress=recipe.runtime.progress)
+            result.model_calls += tr.model_calls
+            result.new_trials += tr.new_trials
+            if tr.unavailable:
+                result.unavailable[task.task_id] = tr.unavailable
+                intervals[task.task_id] = {"unavailable": tr.unavailable}
+                echo(f"{spec.id} {task.task_id}: unavailable: {tr.unavailable}")
+                continue
+            if not dist.is_main:
+                continue
+            scores = _call_scorer(get_scorer(task.scoring), tr.records, stimset, recipe)
+            result.scores[task.task_id] = scores
+            intervals[task.task_id] = {"version": stimset.version, "readout": readout,
+                                       "stimulus_set_sha256": stimset.sha256,
+                                       "scores": [s.to_dict() for s in scores]}
+            if track:
+                figs = battery_figures(task.task_id, tr.records, scores, stimset, spec.id)
+                run.log_task(task.task_id, scores, tr.records,
+                             {f"{task.task_id}/model_calls": float(tr.model_calls)}, figs, store.path)
+                close(figs)
+        if track:
+            run.log_battery(intervals=intervals, recipe=recipe.resolved(), recipe_sha256=recipe.sha256,
+                            stimulus_sets={t: s.sha256 for t, s in stimsets.items()})
+    return result
+
+
+def summary_table(results: list[BatteryResult]) -> str:
+    """model x task: accuracy, B, kappa with 95% CIs and the human ceiling, as plain text."""
+    def fmt(s):
+        return f"{s.value:.3f} [{s.ci_low:.3f}, {s.ci_high:.3f}]" if s else "-"
+
+    rows = []
+    for r in results:
+        for task_id, scores in r.scores.items():
+            by = {s.name: s for s in scores}
+            kappa = by.get("kappa")
+            rows.append((r.model_id, task_id, fmt(by.get("accuracy")), fmt(by.get("B")), fmt(kappa),
+                         f"{kappa.ceiling:.3f}" if kappa and kappa.ceiling is not None else "-",
+                         f"{sum(s.nulls for s in scores[:1])}"))
+        for task_id, why in r.unavailable.items():
+            rows.append((r.model_id, task_id, "unavailable", "", "", "", ""))
+    header = ("model", "task", "accuracy [95% CI]", "B [95% CI]", "kappa [95% CI]", "human kappa", "nulls")
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    line = lambda row: "  ".join(str(x).ljust(w) for x, w in zip(row, widths))  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])

@@ -1,0 +1,134 @@
+"""``similarity.chart.series_count``: how many colour series are in a scatterplot?
+
+No per-trial human data exist for this task (sources/tseng-categorical-scatterplots/SOURCE.md,
+"Not found"); the human reference is the 6-12 categorical-colour capacity band (Healey 1996;
+Ware 2013; Szafir 2018, as the Gestalt paper cites them). The task is effect replication: whether
+a model's accuracy a(k) bends where human capacity does.
+
+Design (every number below is a module constant or a build option):
+- k, the number of colour series, runs over ``k_values`` = 1..20 (below, inside and above 6-12).
+  Test: ``n_test`` = 40 stimuli, k assigned cyclically (2 per k). Probe-train: ``n_train`` = 200
+  (10 per k), drawn from a separate random stream, so the splits share no scatterplot.
+- Colours: the k series get k distinct colours drawn (seeded) from Tableau-20 / D3 category20
+  (``PALETTE``: 10 hues, each dark and light; the dark ten are the Tableau-10 of the mark-colour
+  task). A random subset per plot keeps which colours appear from revealing k.
+- Point-count rule: every plot has ``N_POINTS`` = 120 points in all, split as evenly as possible
+  over the k series (the first 120 mod k series in drawn order get one more). A fixed total keeps
+  density and dot count from revealing k: only colour does.
+- Plot: ``SIZE`` = 320 px square, white, no axes, legend or frame (an axis or legend would not
+  be the field of points the capacity literature measures). Points are filled circles of
+  ``POINT_DIAMETER`` = 10 px, uniform in the area ``MARGIN`` px inside the border, at least
+  ``MIN_GAP`` = 12 px apart centre to centre so no point hides another. Drawn at 4x and reduced
+  with a box filter (anti-aliased edges; deterministic).
+- Seeds: stimulus ``i`` of a split draws from ``default_rng([seed, split, i])``. Changing the seed
+  changes colours and positions, never k (the target).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from ..sources import Sources
+from .base import Prompt, Stimulus, StimulusSet
+
+TASK_ID = "similarity.chart.series_count"
+VERSION = "1"
+CAPACITY_BAND = (6, 12)
+# D3 schemeCategory20 (= Tableau-20, matplotlib "tab20"), in its published order.
+PALETTE = (
+    "#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c", "#98df8a", "#d62728", "#ff9896",
+    "#9467bd", "#c5b0d5", "#8c564b", "#c49c94", "#e377c2", "#f7b6d2", "#7f7f7f", "#c7c7c7",
+    "#bcbd22", "#dbdb8d", "#17becf", "#9edae5",
+)
+K_VALUES = tuple(range(1, 21))
+N_TEST = 40
+N_TRAIN = 200
+N_POINTS = 120
+SIZE = 320
+MARGIN = 16
+POINT_DIAMETER = 10
+MIN_GAP = 12
+SUPERSAMPLE = 4
+_SPLIT_STREAM = {"test": 0, "train": 1}
+
+PROMPT = Prompt(
+    prompt_id=f"{TASK_ID}.v{VERSION}",
+    text=(
+        "How many distinct color series (groups of same-colored points) are in this scatterplot? "
+        "Answer with a single integer."
+    ),
+)
+
+
+def scatter_points(rng: np.random.Generator, n: int) -> np.ndarray:
+    """n point centres (pixels), uniform in the plot area, pairwise at least MIN_GAP apart."""
+    lo, hi = MARGIN + POINT_DIAMETER / 2, SIZE - MARGIN - POINT_DIAMETER / 2
+    points = np.empty((0, 2))
+    for _ in range(200 * n):
+        if len(points) == n:
+            return points
+        c = rng.uniform(lo, hi, size=2)
+        if not len(points) or np.min(np.hypot(*(points - c).T)) >= MIN_GAP:
+            points = np.vstack([points, c])
+    raise RuntimeError(f"could not place {n} points {MIN_GAP} px apart in a {SIZE} px plot")
+
+
+def series_sizes(k: int, n_points: int = N_POINTS) -> list[int]:
+    base, extra = divmod(n_points, k)
+    return [base + (s < extra) for s in range(k)]
+
+
+def render_scatter(points: tuple[tuple[float, float], ...], colors: tuple[str, ...]) -> Image.Image:
+    big = Image.new("RGB", (SIZE * SUPERSAMPLE, SIZE * SUPERSAMPLE), "white")
+    draw = ImageDraw.Draw(big)
+    r = POINT_DIAMETER * SUPERSAMPLE / 2
+    for (x, y), color in zip(points, colors):
+        cx, cy = x * SUPERSAMPLE, y * SUPERSAMPLE
+        draw.ellipse([cx - r, cy - r, cx + r, cy + r], fill=color)
+    return big.reduce(SUPERSAMPLE)
+
+
+def make_stimulus(seed: int, split: str, index: int, k: int) -> Stimulus:
+    rng = np.random.default_rng([seed, _SPLIT_STREAM[split], index])
+    series_colors = [PALETTE[c] for c in rng.choice(len(PALETTE), size=k, replace=False)]
+    sizes = series_sizes(k)
+    points = scatter_points(rng, N_POINTS)
+    # Shuffled so that no series is tied to the order points were placed (and drawn) in.
+    point_colors = [c for c, n in zip(series_colors, sizes) for _ in range(n)]
+    point_colors = tuple(point_colors[i] for i in rng.permutation(N_POINTS))
+    return Stimulus(
+        stimulus_id=f"series_{split}_{index:03d}_k{k:02d}",
+        split=split,
+        ground_truth=k,
+        manipulated_value=k,
+        image_source=partial(
+            render_scatter,
+            tuple((round(float(x), 3), round(float(y), 3)) for x, y in points),
+            point_colors,
+        ),
+        meta={"k": k, "colors": series_colors, "series_sizes": sizes},
+    )
+
+
+def build(sources: Sources | None = None, seed: int = 0, n_test: int = N_TEST,
+          n_train: int = N_TRAIN, k_values: tuple[int, ...] = K_VALUES) -> StimulusSet:
+    """``sources`` is unused (the stimuli are generated); kept for the builder signature."""
+    k_values = tuple(int(k) for k in k_values)
+    if not k_values or min(k_values) < 1 or max(k_values) > len(PALETTE):
+        raise ValueError(f"{TASK_ID}: k_values must lie in 1..{len(PALETTE)}, got {k_values}")
+    stimuli = [make_stimulus(seed, split, i, k_values[i % len(k_values)])
+               for split, n in (("train", n_train), ("test", n_test)) for i in range(n)]
+    return StimulusSet(
+        task_id=TASK_ID,
+        version=VERSION,
+        response_space="count",
+        stimuli=stimuli,
+        human_ref_id="capacity_band_6_12",
+        prompt=PROMPT,
+        options=tuple(range(min(k_values), max(k_values) + 1)),
+        human={"capacity_band": CAPACITY_BAND},
+        seed=seed,
+    )

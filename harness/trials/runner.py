@@ -1,0 +1,142 @@
+"""Run one task for one model: resume from the record file, call the model only for what is missing.
+
+The adapter is built without weights first; its fingerprint alone decides which trials are
+already done, so a complete rerun never loads the model. Pending trials are sharded across
+processes; each process appends its own records as each batch finishes (padding items are run
+for lock-step but never written), and every process then reads the complete file back.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..models.base import ModelSpec, fingerprint_hash
+from ..readouts.registry import get_readout
+from ..stimuli.base import StimulusSet
+from ..stimuli.registry import TaskSpec
+from .distributed import Dist
+from .records import RecordStore, cache_key, make_record, trial_id
+
+
+class CountingAdapter:
+    """Wraps an adapter, counting capability calls, loading weights only on first use."""
+
+    CALLS = ("embed", "generate", "predict")
+
+    def __init__(self, adapter, device: str):
+        self.adapter = adapter
+        self.device = device
+        self.calls = 0
+        self._placed = False
+
+    def __getattr__(self, name):
+        attr = getattr(self.adapter, name)
+        if name in self.CALLS:
+            if not self._placed:
+                if hasattr(self.adapter, "to"):
+                    self.adapter.to(self.device)
+                self._placed = True
+
+            def counted(*args, **kwargs):
+                self.calls += 1
+                return attr(*args, **kwargs)
+
+            return counted
+        return attr
+
+
+@dataclass
+class TaskResult:
+    task_id: str
+    records: list[dict]
+    new_trials: int
+    model_calls: int
+    readout: str
+    unavailable: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapter: CountingAdapter,
+             store: RecordStore, *, readout_name: str, readout_options: dict[str, Any], seed: int,
+             run_id: str, dist: Dist, progress: bool = True) -> TaskResult:
+    if stimset.unavailable:
+        return TaskResult(task.task_id, [], 0, 0, readout_name, unavailable=stimset.unavailable)
+    readout_cls = get_readout(readout_name)
+    readout = readout_cls(stimset, **readout_options)
+    readout.dist = dist
+    n_reps = int(readout_options.get("n_reps", 1))
+    settings = readout.settings
+    fp = fingerprint_hash(adapter.fingerprint)
+    prompt_hash = stimset.prompt.hash if (stimset.prompt and readout.uses_prompt) else None
+    trials = [(s, rep) for s in stimset.test for rep in range(n_reps)]
+    keys = {trial_id(task.task_id, s.stimulus_id, model_spec.id, rep):
+            cache_key(fp, s.sha256, prompt_hash, settings, rep) for s, rep in trials}
+
+    if dist.is_main:
+        store.completed(keys)  # repairs a torn tail and moves stale records aside
+    dist.barrier()
+    done = store.completed(keys) if dist.is_main else _read_done(store, keys)
+    pending = [(s, rep) for s, rep in trials
+               if trial_id(task.task_id, s.stimulus_id, model_spec.id, rep) not in done]
+    calls_before = adapter.calls
+    new = 0
+    if pending:
+        readout.prepare(adapter)
+        mine = dist.shard(len(pending))
+        bar = None
+        if progress and dist.is_main:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(pending), desc=f"{model_spec.id} {task.task_id}", unit="trial",
+                       leave=False)
+        batch_size = max(1, model_spec.batch_size)
+        model_version = adapter.model_version
+        for start in range(0, len(mine), batch_size):
+            chunk = mine[start:start + batch_size]
+            by_rep: dict[int, list[tuple[Any, bool]]] = {}
+            for i, pad in chunk:
+                s, rep = pending[i]
+                by_rep.setdefault(rep, []).append((s, pad))
+            for rep, items in by_rep.items():
+                readout.rep = rep
+                t0 = time.perf_counter()
+                responses = readout.respond(adapter, [s for s, _ in items])
+                per_trial = (time.perf_counter() - t0) / len(items)
+                records = []
+                for (s, pad), r in zip(items, responses):
+                    if pad:
+                        continue
+                    key = keys[trial_id(task.task_id, s.stimulus_id, model_spec.id, rep)]
+                    records.append(make_record(
+                        task=task, stimset=stimset, stimulus=s, model_spec=model_spec,
+                        model_version=model_version, readout=readout_name, rep=rep, n_reps=n_reps,
+                        response=r.response, raw_output=r.raw_output, parse_status=r.parse_status,
+                        latency_s=r.latency_s if r.latency_s is not None else round(per_trial, 6),
+                        seed=seed, run_id=run_id, key=key, usage=r.usage, extras=r.extras or None,
+                        correct=r.extras.get("correct") if r.extras else None,
+                        uses_prompt=readout.uses_prompt))
+                store.append(records)
+                new += len(records)
+            if bar is not None:
+                bar.update(min(len(chunk) * dist.world, bar.total - bar.n))
+        if bar is not None:
+            bar.close()
+    dist.barrier()
+    done = _read_done(store, keys)
+    ordered = [done[trial_id(task.task_id, s.stimulus_id, model_spec.id, rep)] for s, rep in trials
+               if trial_id(task.task_id, s.stimulus_id, model_spec.id, rep) in done]
+    if len(ordered) != len(trials):
+        raise RuntimeError(f"{store.path}: {len(trials) - len(ordered)} trials missing after the run")
+    return TaskResult(task.task_id, ordered, sum(dist.gather([new])),
+                      sum(dist.gather([adapter.calls - calls_before])), readout_name, settings=settings)
+
+
+def _read_done(store: RecordStore, keys: dict[str, str]) -> dict[str, dict]:
+    done: dict[str, dict] = {}
+    for rec in store.read():
+        tid = rec["trial_id"]
+        if keys.get(tid) == rec.get("cache_key"):
+            done.setdefault(tid, rec)
+    return done

@@ -1,0 +1,285 @@
+"""A local stand-in for the vendors' HTTP APIs, on 127.0.0.1, for the ``api:`` adapter tests.
+
+It speaks three wire formats, chosen by path:
+
+- OpenAI chat completions: ``POST .../chat/completions`` (``Authorization: Bearer <key>``)
+- Anthropic messages: ``POST /v1/messages`` (``x-api-key``, ``anthropic-version``)
+- Google Gemini: ``POST /v1beta/models/<model>:generateContent`` (``x-goog-api-key``)
+
+Each request is checked against its vendor's format (auth header, one user turn with a base64 PNG
+image part *before* the text part); a malformed request gets a 400 naming the problem. The
+decoded image bytes, prompt and body of every request are recorded.
+
+Behaviour is scripted per request from a queue of actions (then ``reply`` by default):
+``Reply(text)``, ``Status(code, retry_after=None)``, ``Sleep(seconds)`` (answer only after the
+client's timeout), ``Malformed()`` (a 200 whose body is not JSON), ``Blocked()`` (Gemini: no
+candidates). A wrong key gets a 401 whose body echoes the key it was sent, as some vendors do
+partially, so redaction can be tested.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+
+@dataclass
+class Reply:
+    text: str | None = None  # None: the server's answer function decides
+
+
+@dataclass
+class Status:
+    code: int
+    retry_after: float | None = None
+
+
+@dataclass
+class Sleep:
+    seconds: float
+
+
+@dataclass
+class Malformed:
+    pass
+
+
+@dataclass
+class Blocked:
+    pass
+
+
+@dataclass
+class Recorded:
+    vendor: str
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    image_png: bytes | None
+    prompt: str | None
+    order: list[str]  # part kinds in the user turn, e.g. ["image", "text"]
+
+
+class BadRequest(Exception):
+    pass
+
+
+_PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _png(data: str) -> bytes:
+    raw = base64.b64decode(data, validate=True)
+    if not raw.startswith(_PNG):
+        raise BadRequest("image is not a PNG")
+    return raw
+
+
+def parse_openai(body: dict) -> tuple[bytes | None, str | None, list[str]]:
+    (msg,) = body["messages"]
+    if msg["role"] != "user":
+        raise BadRequest("expected one user message")
+    image = prompt = None
+    order = []
+    for part in msg["content"]:
+        if part["type"] == "image_url":
+            url = part["image_url"]["url"]
+            if not url.startswith("data:image/png;base64,"):
+                raise BadRequest("image_url is not a base64 PNG data URL")
+            image = _png(url.split(",", 1)[1])
+            order.append("image")
+        elif part["type"] == "text":
+            prompt = part["text"]
+            order.append("text")
+    return image, prompt, order
+
+
+def parse_anthropic(body: dict) -> tuple[bytes | None, str | None, list[str]]:
+    if not isinstance(body.get("max_tokens"), int):
+        raise BadRequest("max_tokens is required")
+    (msg,) = body["messages"]
+    image = prompt = None
+    order = []
+    for part in msg["content"]:
+        if part["type"] == "image":
+            src = part["source"]
+            if src["type"] != "base64" or src["media_type"] != "image/png":
+                raise BadRequest("image source must be base64 image/png")
+            image = _png(src["data"])
+            order.append("image")
+        elif part["type"] == "text":
+            prompt = part["text"]
+            order.append("text")
+    return image, prompt, order
+
+
+def parse_google(body: dict) -> tuple[bytes | None, str | None, list[str]]:
+    (content,) = body["contents"]
+    image = prompt = None
+    order = []
+    for part in content["parts"]:
+        if "inlineData" in part:
+            if part["inlineData"]["mimeType"] != "image/png":
+                raise BadRequest("inlineData must be image/png")
+            image = _png(part["inlineData"]["data"])
+            order.append("image")
+        elif "text" in part:
+            prompt = part["text"]
+            order.append("text")
+    return image, prompt, order
+
+
+def reply_openai(model: str, text: str, n_in: int, n_out: int) -> dict:
+    return {"id": "chatcmpl-fake", "object": "chat.completion", "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out,
+                      "completion_tokens_details": {"reasoning_tokens": 0}}}
+
+
+def reply_anthropic(model: str, text: str, n_in: int, n_out: int) -> dict:
+    return {"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
+            "content": [{"type": "thinking", "thinking": "Let me look. 1? 3?", "signature": "x"},
+                        {"type": "text", "text": text}],
+            "stop_reason": "end_turn", "usage": {"input_tokens": n_in, "output_tokens": n_out}}
+
+
+def reply_google(model: str, text: str, n_in: int, n_out: int) -> dict:
+    return {"candidates": [{"content": {"role": "model", "parts": [
+                {"text": "Thinking: maybe 1 or 3.", "thought": True}, {"text": text}]},
+                "finishReason": "STOP"}],
+            "usageMetadata": {"promptTokenCount": n_in, "candidatesTokenCount": n_out,
+                              "thoughtsTokenCount": 7, "totalTokenCount": n_in + n_out + 7},
+            "modelVersion": model}
+
+
+VENDORS = {
+    "openai": (parse_openai, reply_openai),
+    "anthropic": (parse_anthropic, reply_anthropic),
+    "google": (parse_google, reply_google),
+}
+GOOGLE_PATH = re.compile(r"^/v1beta/models/(?P<model>[^/:]+):generateContent$")
+
+
+class FakeVendorServer:
+    def __init__(self, key: str | None = None, answer: Callable[[str | None], str] = lambda p: "2",
+                 delay_s: float = 0.0):
+        self.key = key
+        self.answer = answer
+        self.delay_s = delay_s
+        self.actions: deque = deque()
+        self.requests: list[Recorded] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+            def do_POST(self):
+                server._handle(self)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread.start()
+
+    def script(self, *actions) -> "FakeVendorServer":
+        self.actions.extend(actions)
+        return self
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- request handling --------------------------------------------------------------------
+    def _vendor(self, path: str) -> tuple[str, str | None]:
+        if path.endswith("/chat/completions"):
+            return "openai", None
+        if path == "/v1/messages":
+            return "anthropic", None
+        m = GOOGLE_PATH.match(path)
+        if m:
+            return "google", m.group("model")
+        return "unknown", None
+
+    def _auth_ok(self, vendor: str, headers) -> tuple[bool, str]:
+        sent = {"openai": (headers.get("authorization") or "").removeprefix("Bearer "),
+                "anthropic": headers.get("x-api-key") or "",
+                "google": headers.get("x-goog-api-key") or ""}[vendor]
+        if vendor == "anthropic" and not headers.get("anthropic-version"):
+            return False, "missing anthropic-version"
+        return (self.key is None or sent == self.key), sent
+
+    def _handle(self, h: BaseHTTPRequestHandler) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            action = self.actions.popleft() if self.actions else Reply()
+        try:
+            self._respond(h, action)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (timeout test)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _respond(self, h: BaseHTTPRequestHandler, action) -> None:
+        raw = h.rfile.read(int(h.headers.get("content-length") or 0))
+        vendor, model = self._vendor(h.path)
+        if vendor == "unknown":
+            return self._send(h, 404, {"error": f"no route {h.path}"})
+        ok, sent = self._auth_ok(vendor, h.headers)
+        if not ok:
+            return self._send(h, 401, {"error": {"message": f"Incorrect API key provided: {sent}"}})
+        try:
+            body = json.loads(raw)
+            image, prompt, order = VENDORS[vendor][0](body)
+        except (BadRequest, KeyError, ValueError, TypeError) as e:
+            return self._send(h, 400, {"error": {"message": f"bad request: {e!r}"}})
+        with self._lock:
+            self.requests.append(Recorded(vendor, h.path, dict(h.headers.items()), body, image, prompt, order))
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        if isinstance(action, Status):
+            extra = {"retry-after": str(action.retry_after)} if action.retry_after is not None else {}
+            return self._send(h, action.code, {"error": {"message": f"scripted {action.code}"}}, extra)
+        if isinstance(action, Sleep):
+            time.sleep(action.seconds)
+            action = Reply()
+        if isinstance(action, Malformed):
+            return self._send_raw(h, 200, b'{"choices": [{"message": {"content": "2"')
+        if isinstance(action, Blocked):
+            return self._send(h, 200, {"promptFeedback": {"blockReason": "SAFETY"}})
+        text = action.text if action.text is not None else self.answer(prompt)
+        model = model or body.get("model", "")
+        n_in, n_out = len((prompt or "").split()) + 100, len(text.split())
+        self._send(h, 200, VENDORS[vendor][1](model, text, n_in, n_out))
+
+    def _send(self, h, code: int, payload: dict, headers: dict | None = None) -> None:
+        self._send_raw(h, code, json.dumps(payload).encode(), headers)
+
+    @staticmethod
+    def _send_raw(h, code: int, data: bytes, headers: dict | None = None) -> None:
+        h.send_response(code)
+        h.send_header("content-type", "application/json")
+        h.send_header("content-length", str(len(data)))
+        for k, v in (headers or {}).items():
+            h.send_header(k, v)
+        h.end_headers()
+        h.wfile.write(data)
