@@ -46,7 +46,7 @@ load_env_file() {
 load_env_file "${GESTALT_MLFLOW_ENV_FILE-$REPO/mlflow/server.env}"
 
 data=${GESTALT_MLFLOW_DATA:-${XDG_DATA_HOME:-$HOME/.local/share}/gestalt/mlflow}
-backend=sqlite:///$data/mlflow.db
+backend=${GESTALT_MLFLOW_BACKEND:-sqlite:///$data/mlflow.db}
 artifacts=${GESTALT_MLFLOW_ARTIFACTS:-$data/artifacts}
 mlflow_bin=${GESTALT_MLFLOW_BIN:-}
 if [[ -z $mlflow_bin ]]; then

@@ -39,7 +39,8 @@ class CosineOddOneOut(Readout):
         emb = np.asarray(model.embed([p for s in batch for p in s.parts]))
         emb = emb.reshape(len(batch), 3, -1)
         odd, sims = odd_one_out(emb)
-        degenerate = (np.linalg.norm(emb, axis=-1) == 0).any(axis=1) | ~np.isfinite(emb).all(axis=(1, 2))
+        degenerate = ((np.linalg.norm(emb, axis=-1) == 0).any(axis=1)
+                      | ~np.isfinite(emb).all(axis=(1, 2)))
         out = []
         for i in range(len(batch)):
             if degenerate[i]:

@@ -18,9 +18,11 @@ Anything else is ``response=None`` with a reason: ``null:empty``, ``null:no_inte
 ``null:not_integer``, or ``null:api_error:<code>`` when the model call itself failed.
 
 Number words: zero to ninety-nine and "(one|a) hundred". The word "one" used as a pronoun is not a
-number: the Gestalt prompts say "the odd one out", and models echo it ("The odd one out is 3"),
-so "one" preceded by a determiner or adjective (the, which, odd, this, each, ...) or followed by
-"of"/"out" is skipped. This is the only deviation from a literal first-number-word rule.
+number: the Gestalt prompts say "the odd one out", and models echo it ("The odd one out is 3",
+"the blue one"), so "one" is skipped when a determiner (the, which, this, each, a, ...) is among
+the three words before it in the same clause (a verb like "is" or punctuation ends the look-back:
+"The answer is one" is 1), or when "of"/"out" follows it. This is the only deviation from a
+literal first-number-word rule.
 """
 
 from __future__ import annotations
@@ -73,13 +75,13 @@ _WORD = (
 _DIGITS = r"(?:(?<![\w-])-)?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?"
 _NUMBER_RE = re.compile(rf"(?P<digits>{_DIGITS})|\b(?P<word>{_WORD})\b", re.IGNORECASE)
 
-_PRONOUN_BEFORE = {
-    "the", "this", "that", "which", "odd", "each", "every", "any", "no", "another", "other", "only",
-    "same", "last", "first", "second", "third", "middle", "left", "right", "leftmost", "rightmost",
-    "single", "different", "unique", "outlier",
-}
-_PRONOUN_AFTER = {"of", "out", "another"}
-_WORD_RE = re.compile(r"[a-z']+")
+# "one" as a pronoun: a determiner among the (up to three) words just before it in the same clause
+# ("the odd one", "which one", "the slightly darker one"), or "of"/"out" right after it.
+_DETERMINERS = {"the", "this", "that", "these", "those", "which", "each", "every", "any", "no",
+                "another", "other", "a", "an"}
+_CLAUSE_BREAKS = {"is", "are", "was", "be", "say", "choose", "pick", "select", "answer"}
+_PRONOUN_AFTER = {"of", "out"}
+_TOKEN_RE = re.compile(r"[a-z']+|[^\sa-z'*_`]")  # words, and punctuation except markdown marks
 
 
 @dataclass(frozen=True)
@@ -103,9 +105,15 @@ def _word_value(word: str) -> int:
 def _is_pronoun_one(text: str, m: re.Match) -> bool:
     if m.group("word").lower() != "one":
         return False
-    before = _WORD_RE.findall(text[:m.start()].lower())
-    after = _WORD_RE.findall(text[m.end():].lower())
-    return (bool(before) and before[-1] in _PRONOUN_BEFORE) or (bool(after) and after[0] in _PRONOUN_AFTER)
+    after = _TOKEN_RE.findall(text[m.end():].lower())
+    if after and after[0] in _PRONOUN_AFTER:
+        return True
+    for token in reversed(_TOKEN_RE.findall(text[:m.start()].lower())[-3:]):
+        if token in _DETERMINERS:
+            return True
+        if token in _CLAUSE_BREAKS or not token[0].isalpha():
+            return False
+    return False
 
 
 def numbers(text: str) -> Iterable[Number]:

@@ -12,6 +12,7 @@ READOUTS: dict[str, str] = {
     "prompt_count": "harness.readouts.prompt:PromptCount",
     "prompt_label": "harness.readouts.prompt:PromptLabel",
     "prompt_number": "harness.readouts.prompt:PromptNumber",
+    "chart6": "harness.readouts.chart6:Chart6Readout",
 }
 
 

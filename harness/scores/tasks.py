@@ -15,6 +15,7 @@ SCORERS: dict[str, str] = {
     "classification_vs_observers": "harness.scores.agreement:score_classification_vs_observers",
     "odd_one_out": "harness.scores.odd_one_out:score_odd_one_out",
     "capacity": "harness.scores.capacity:score_capacity",
+    "chart6": "harness.scores.chart6:score_chart6",
 }
 
 

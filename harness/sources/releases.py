@@ -41,6 +41,9 @@ class Release:
 
 
 _GH = "https://raw.githubusercontent.com"
+_FANLAB = f"{_GH}/cogtoolslab/human-machine-datavis-cogsci/9a6a232413084483bbcf5652654d108519518b45/"
+_DAVINCI = f"{_GH}/cogtoolslab/davinci_public2023/fffad2c0c0dcfb3056583e59072303433cc27557/"
+_REVISIT = f"{_GH}/revisit-studies/study/e416f37b4831d41d1ff1b8c3fc6100007c2d9e3c/"
 
 RELEASES: dict[str, Release] = {
     r.name: r
@@ -82,6 +85,115 @@ RELEASES: dict[str, Release] = {
                     f"{_GH}/ViCCo-Group/thingsvision/57e91c9754dfea8579ffc58c0ae42d9dc60080af/data/files/"
                 ),
             },
+        ),
+        Release(
+            name="chart6",
+            description="CHART-6 cross-test item index (635 available items), written by the mirror",
+            licence="derived index of the MIT/BSD-3 item files it lists (see each test's release)",
+            citation=(
+                "Verma, Mukherjee, Potts, Kreiss & Fan (2025). CHART-6: Human-Centered Evaluation of "
+                "Data Visualization Understanding in Vision-Language Models. arXiv 2505.17202."
+            ),
+        ),
+        Release(
+            name="ggr",
+            description="GGR graph literacy, 13 items as the Fan lab gave them; CogSci-2024 human accuracy",
+            licence="MIT (Cognitive Tools Lab repository); items from Galesic & Garcia-Retamero (2011)",
+            citation=(
+                "Galesic & Garcia-Retamero (2011). Graph literacy: a cross-cultural comparison. "
+                "Medical Decision Making 31(3). Verma, Mukherjee, Potts, Kreiss & Fan (2024). "
+                "Evaluating human and machine understanding of data visualizations. CogSci 2024."
+            ),
+            urls={
+                "questions.csv": _FANLAB + "stimuli/ggr/questions.csv",
+                "instructions.txt": _FANLAB + "stimuli/ggr/instructions.txt",
+                "images/": _FANLAB + "stimuli/ggr/images/",
+                "human/cogsci2024_accuracy_scatter_df_": _FANLAB + "results/dataframe/accuracy_scatter_df/",
+                "human/cogsci2024_accuracy_ci_df_": _FANLAB + "results/dataframe/accuracy_ci_df/",
+                "human/cogsci2024_pairwise_heatmap_df_": (
+                    _FANLAB + "results/dataframe/pairwise_heatmap_df/pairwise_heatmap_df_"),
+            },
+        ),
+        Release(
+            name="vlat",
+            description="VLAT, 53 multiple-choice items as the Fan lab gave them; CogSci-2024 human accuracy",
+            licence="MIT (Cognitive Tools Lab repository); items from Lee, Kim & Kwon (2017)",
+            citation=(
+                "Lee, Kim & Kwon (2017). VLAT: Development of a Visualization Literacy Assessment "
+                "Test. IEEE TVCG 23(1). Verma et al. (2024), CogSci 2024."
+            ),
+            urls={
+                "questions.csv": _FANLAB + "stimuli/vlat/questions.csv",
+                "instructions.txt": _FANLAB + "stimuli/vlat/instructions.txt",
+                "images/": _FANLAB + "stimuli/vlat/images/",
+                "human/cogsci2024_accuracy_scatter_df_": _FANLAB + "results/dataframe/accuracy_scatter_df/",
+                "human/cogsci2024_accuracy_ci_df_": _FANLAB + "results/dataframe/accuracy_ci_df/",
+                "human/cogsci2024_pairwise_heatmap_df_": (
+                    _FANLAB + "results/dataframe/pairwise_heatmap_df/pairwise_heatmap_df_"),
+            },
+        ),
+        Release(
+            name="calvi",
+            description="CALVI, 60 items (15 standard, 45 misleading): reVISit images; items.csv derived",
+            licence="BSD-3-Clause (reVISit repository); items by Ge, Cui & Kay (2023)",
+            citation=(
+                "Ge, Cui & Kay (2023). CALVI: Critical Thinking Assessment for Literacy in "
+                "Visualizations. CHI 2023. doi:10.1145/3544548.3581406"
+            ),
+            urls={
+                "images/N": _REVISIT + "public/libraries/calvi/assets/questions/normal/N",
+                "images/T": _REVISIT + "public/libraries/calvi/assets/questions/trick/T",
+                "revisit_calvi_library_config.json": _REVISIT + "public/libraries/calvi/config.json",
+            },
+        ),
+        Release(
+            name="holf",
+            description="HOLF, 64 bar charts x 6 questions (384 items); davinci-2023 raw trials (N=542)",
+            licence="MIT (Cognitive Tools Lab repositories)",
+            citation=(
+                "Huey, Oey, Lloyd & Fan (2023). How do communicative goals guide which data "
+                "visualizations people think are effective? CogSci 2023. Verma et al. (2024), "
+                "CogSci 2024."
+            ),
+            urls={
+                "questions.csv": _FANLAB + "stimuli/holf/questions.csv",
+                "instructions.txt": _FANLAB + "stimuli/holf/instructions.txt",
+                "images/": _FANLAB + "stimuli/holf/images/",
+                "human/cogsci2024_accuracy_scatter_df_": _FANLAB + "results/dataframe/accuracy_scatter_df/",
+                "human/cogsci2024_accuracy_ci_df_": _FANLAB + "results/dataframe/accuracy_ci_df/",
+                "human/cogsci2024_pairwise_heatmap_df_": (
+                    _FANLAB + "results/dataframe/pairwise_heatmap_df/pairwise_heatmap_df_"),
+                "davinci2023/cogsci_": _DAVINCI + "results/cogsci_",
+                "davinci2023/davinci_barcharts.csv": _DAVINCI + "stimuli/davinci_barcharts.csv",
+            },
+        ),
+        Release(
+            name="holf-multi",
+            description="HOLF-Multi (216 items): only in CHART-6's OSF release; search notes only",
+            licence="n/a (no files)",
+            citation="Verma, Mukherjee, Potts, Kreiss & Fan (2025). CHART-6. arXiv 2505.17202.",
+        ),
+        Release(
+            name="chartqa-human",
+            description="ChartQA-Human item table (125 ChartQA test questions); no chart images",
+            licence="MIT (Cognitive Tools Lab repository); ChartQA's own licence not verified",
+            citation=(
+                "Masry, Long, Tan, Joty & Hoque (2022). ChartQA: A Benchmark for Question Answering "
+                "about Charts with Visual and Logical Reasoning. Findings of ACL 2022. Verma et al. "
+                "(2025), CHART-6, arXiv 2505.17202."
+            ),
+            urls={"experiments.csv": _FANLAB + "experiments/api/stimuli/experiments.csv"},
+        ),
+        Release(
+            name="viz-item-measures-cogsci2025",
+            description="Verma & Fan CogSci-2025: per-item and per-participant 0/1 for GGR-MC, VLAT, CALVI",
+            licence="MIT (Cognitive Tools Lab repository)",
+            citation=(
+                "Verma & Fan (2025). Measuring and predicting variation in the difficulty of "
+                "questions about data visualizations. CogSci 2025."
+            ),
+            urls={"dataframes/": (f"{_GH}/cogtoolslab/viz_item_measures_cogsci2025/"
+                                  "f9f3ffd6ae6a75a98881e52c0314be51baa5570c/analysis/dataframes/")},
         ),
     ]
 }

@@ -352,7 +352,8 @@ def _lab_items(sources: Sources, test: ChartTest) -> list[Stimulus]:
                    if mc and row[f"mc{k}"] and row[f"mc{k}"] != "Skip"]
         image_rel = f"images/{row['image_file']}"
         stimuli.append(_item(
-            test, f"{test.key}_{Path(row['image_file']).stem}", question=row["question"],
+            test, f"{test.key}_{Path(row['image_file']).stem.removeprefix(test.key + '_')}",
+            question=row["question"],
             answer=row["correct_answer"], options=options, image=sources.path(test.key, image_rel),
             sha256=sources.sha256(test.key, image_rel),
             graph_type=_graph_type(row["chart_type"], where), chart_type=row["chart_type"],

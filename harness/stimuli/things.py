@@ -167,7 +167,8 @@ def build(sources: Sources, seed: int = 0, n_triplets: int | None = None,
                 "concepts": [concepts[c] for c in shown],
                 "things_index": shown,
                 "votes": to_positions(v, order),
-                "majority_tied_positions": [position_of(c, order) for c in tied] if len(tied) > 1 else [],
+                "majority_tied_positions": ([position_of(c, order) for c in tied]
+                                            if len(tied) > 1 else []),
             },
         ))
     return StimulusSet(

@@ -1,0 +1,159 @@
+"""Haehn et al. (2019) position-length stimuli as parameters, with label-disjoint splits.
+
+Reference/grape-generation.md section 2 (read from github.com/Rhoana/perception,
+EXP/ClevelandMcGill/figure4.py and EXP/run_position_length.py):
+
+- The two marked values are two different members of Cleveland & McGill's set
+  s_i = 10 * 10^((i-1)/12), i = 1..10, rounded to integers (10, 12, 15, 18, 22, 26, 32, 38, 46,
+  56); the target (the "label") is rounded smaller / rounded larger.
+- Unmarked values per type: bars (types 1, 3) uniform integers in [10, 93); type 2 four segments
+  per stack in [8, floor((93 - marked) / 4)); type 4 the same below the marked top segment, the
+  right stack redrawn up to ``TYPE4_REDRAWS`` times until neither end of its marked segment lines
+  up with the left one's, else the sample is discarded; type 5 three segments in
+  [3, floor((93 - A - B) / 3)) under A and B (discarded when 93 - A - B <= 9) and a 5-segment
+  distractor stack in [8, 18).
+- Splits are label-disjoint as in Haehn's driver: every candidate is sent to a random split
+  (train, val, test); a label already used by a split always goes to that split; a candidate
+  for a full split is dropped. Candidates are drawn in vectorised chunks, then assigned in order.
+- Optional noise: independent uniform noise on every pixel, Haehn's U[0, 0.05) of the ink value,
+  here in uint8 (ink 242 + U{0..12}, background U{0..12}); drawn from a per-chart seed so one
+  chart renders the same alone or in a batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+
+from .grape import CHART_TYPES, check_type
+
+CM_VALUES = np.round(10.0 * 10.0 ** (np.arange(10) / 12.0)).astype(np.int16)
+DISTRACTOR_RANGE = (10, 93)
+TYPE4_REDRAWS = 20
+TYPE5_RIGHT_RANGE = (8, 18)
+SPLITS = ("train", "val", "test")
+NOISE_LEVELS = 13  # uint8 noise values 0..12, about 0.05 of the 0-255 range
+INK_WITH_NOISE = 255 - NOISE_LEVELS
+_CHUNK = 4096
+_MAX_CANDIDATES = 200
+
+
+@dataclass(frozen=True)
+class HaehnCharts:
+    """n binary charts of one type: ``values`` are the 10 drawn quantities (bars left to right;
+    stacked types: left stack bottom-up, then right stack), ``marked`` their marked indices."""
+
+    chart_type: int
+    values: np.ndarray  # (n, 10)
+    marked: np.ndarray  # (n, 2)
+    noise_seed: np.ndarray  # (n,) uint64; used only when noise is on
+    noise: bool = False
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @property
+    def target(self) -> np.ndarray:
+        v = np.take_along_axis(self.values, self.marked, axis=1).astype(np.float64)
+        return v.min(axis=1) / v.max(axis=1)
+
+    def take(self, idx) -> HaehnCharts:
+        idx = np.asarray(idx)
+        return replace(self, values=self.values[idx], marked=self.marked[idx],
+                       noise_seed=self.noise_seed[idx])
+
+    def content_hash(self) -> str:
+        h = hashlib.sha256(f"haehn|{self.chart_type}|{self.noise}".encode())
+        for f in fields(self):
+            a = getattr(self, f.name)
+            if isinstance(a, np.ndarray):
+                h.update(f"{f.name}{a.dtype}{a.shape}".encode())
+                h.update(np.ascontiguousarray(a).tobytes())
+        return h.hexdigest()
+
+
+def _segments(rng: np.random.Generator, high: np.ndarray, count: int, low: int) -> np.ndarray:
+    return rng.integers(low, high[:, None], (len(high), count))
+
+
+def _candidates(chart_type: int, m: int, rng: np.random.Generator):
+    """m candidate samples: (values (m, 10), marked (m, 2), label (m,), valid (m,))."""
+    ia = rng.integers(0, 10, m)
+    ib = (ia + rng.integers(1, 10, m)) % 10  # uniform over the other nine
+    a, b = CM_VALUES[ia].astype(np.int64), CM_VALUES[ib].astype(np.int64)
+    valid = np.ones(m, bool)
+    values = np.zeros((m, 10), np.int64)
+    if chart_type in (1, 3):
+        values[:] = rng.integers(*DISTRACTOR_RANGE, (m, 10))
+        marked = (1, 2) if chart_type == 1 else (1, 6)
+        values[:, marked[0]], values[:, marked[1]] = a, b
+    elif chart_type == 2:
+        values[:, 0], values[:, 5] = a, b
+        values[:, 1:5] = _segments(rng, (93 - a) // 4, 4, 8)
+        values[:, 6:10] = _segments(rng, (93 - b) // 4, 4, 8)
+        marked = (0, 5)
+    elif chart_type == 4:
+        values[:, 0:4] = _segments(rng, (93 - a) // 4, 4, 8)
+        values[:, 4] = a
+        below = values[:, 0:4].sum(axis=1)
+        tries = rng.integers(8, ((93 - b) // 4)[:, None, None], (m, TYPE4_REDRAWS, 4))
+        below2 = tries.sum(axis=2)
+        ok = (below2 != below[:, None]) & (below2 + b[:, None] != (below + a)[:, None])
+        first = ok.argmax(axis=1)
+        valid = ok.any(axis=1)
+        values[:, 5:9] = tries[np.arange(m), first]
+        values[:, 9] = b
+        marked = (4, 9)
+    else:
+        room = 93 - a - b
+        valid = room > 9
+        values[:, 0:3] = _segments(rng, np.where(valid, room // 3, 4), 3, 3)
+        values[:, 3], values[:, 4] = a, b
+        values[:, 5:10] = rng.integers(*TYPE5_RIGHT_RANGE, (m, 5))
+        marked = (3, 4)
+    label = np.minimum(a, b) / np.maximum(a, b)
+    return values, np.tile(marked, (m, 1)), label, valid
+
+
+def sample_haehn_splits(chart_type: int, sizes: dict[str, int], rng: np.random.Generator,
+                        noise: bool = False) -> dict[str, HaehnCharts]:
+    """Label-disjoint splits of the requested sizes (keys among 'train', 'val', 'test')."""
+    chart_type = check_type(chart_type)
+    unknown = set(sizes) - set(SPLITS)
+    if unknown:
+        raise ValueError(f"unknown split(s) {sorted(unknown)}; splits are {SPLITS}")
+    target = [int(sizes.get(s, 0)) for s in SPLITS]
+    picked: list[list[int]] = [[], [], []]
+    pot_of: dict[float, int] = {}
+    chunks: list[tuple] = []
+    offset = 0
+    while not all(len(p) >= t for p, t in zip(picked, target)):
+        if offset >= _MAX_CANDIDATES * _CHUNK:
+            short = {s: t - len(p) for s, p, t in zip(SPLITS, picked, target) if len(p) < t}
+            raise ValueError(f"Haehn type {chart_type}: could not fill label-disjoint splits "
+                             f"{short} from {offset} candidates (too few distinct labels left)")
+        values, marked, label, valid = _candidates(chart_type, _CHUNK, rng)
+        pots = rng.integers(0, 3, _CHUNK)
+        chunks.append((values, marked, label))
+        for k, (lab, ok, pot) in enumerate(zip(label.tolist(), valid.tolist(), pots.tolist())):
+            if not ok:
+                continue  # Haehn's generator raises here and the sample is skipped
+            pot = pot_of.get(lab, pot)
+            if len(picked[pot]) < target[pot]:
+                pot_of.setdefault(lab, pot)
+                picked[pot].append(offset + k)
+        offset += _CHUNK
+    all_values = np.concatenate([c[0] for c in chunks]).astype(np.int16)
+    all_marked = np.concatenate([c[1] for c in chunks]).astype(np.int8)
+    out = {}
+    for split, idx in zip(SPLITS, picked):
+        if split in sizes:
+            idx = np.asarray(idx, dtype=np.int64)
+            seeds = rng.integers(0, 2**63 - 1, len(idx), dtype=np.int64).astype(np.uint64)
+            out[split] = HaehnCharts(chart_type, all_values[idx], all_marked[idx], seeds, noise)
+    return out
+
+
+__all__ = ["CHART_TYPES", "CM_VALUES", "HaehnCharts", "sample_haehn_splits"]

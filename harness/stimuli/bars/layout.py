@@ -1,0 +1,260 @@
+"""Where everything goes: the drawing operations of one chart, shared by both renderers.
+
+A chart is a list of operations in painting order, in final-image pixel coordinates with
+inclusive boxes:
+
+- ``(BOX, x0, y0, x1, y1, colour)``: a filled box (lines and ticks are 1-px boxes);
+- ``(BAR, x0, y0, x1, y1, fill, stroke, width)``: a filled box with a stroke of ``width`` px
+  on its inside border (GRAPE's bars and stack segments);
+- ``(TEXT, text, size, rotated, x, y)``: black text whose *visible* box has its top-left corner
+  at (x, y); ``rotated`` text reads bottom to top.
+
+The fast renderer (render.py) and the PIL ImageDraw reference (pil_reference.py) paint the same
+operations, so the tests can demand identical pixels from both.
+
+GRAPE geometry (reference/grape-generation.md 3.1-3.3). The 100 x 100 plot area sits at
+(35, 20) in the 150 x 150 image; its baseline is plot row 99 (image row 119).
+- Bars: bar k starts at plot x = 2 + k * (width + gap) (+ 4 after the fifth bar) and spans
+  width + 1 px, from row 99 - height to 99; gap = ``fixBarGap`` or the generator's automatic
+  floor((93 - 10 w - 20 t) / 9) + 2 t (9-px pitch at every tested width).
+- Stacks: stack s spans x 10 + s (width + 20) ... + width; segment j spans its height + 1 rows
+  above the previous segment's top (adjacent segments share a row, the later one on top).
+- Dots: one black pixel; bars at (x + width // 2, 99 - dot_bottom), segments at
+  (x + floor(width / 2 + offset), top + height // 2).
+- Axes: y axis x = 34, rows 19-119; x axis row 119, x 35-134 (over the bar bottoms); x ticks
+  rows 120-122 under each bar's centre int(x + width / 2 + 0.5), labelled 1.. (size 9, top at
+  row 123); y ticks x 29-33 at rows 19, 44, 69, 94, 119 labelled 100 ... 0, right-aligned to
+  end at x 28, centred on the tick.
+- Titles: chart title size ``title_size`` centred (or left edge at ``title_left`` * 150),
+  top at (20 - h) // 2; x-axis title size 9 centred on x 85, top row 135; y-axis title size 9
+  reading upwards, left edge x 3, centred on row 75.
+Fonts: Pillow's bundled Aileron Regular (``ImageFont.load_default(size)``, size in px) stands in
+for GRAPE's Arial, which is not freely redistributable; it is the same on every machine with
+the pinned Pillow.
+
+Haehn geometry (reference 2.2-2.3), 100 x 100, ink only: bars are 1-px outlines (two sides and
+the top, no bottom) at left edges 2 + 9k (+8 from the sixth bar), 7 px wide; stacks are the two
+sides (x 10/40 and 60/90) and one line across the top of every segment; dots are single pixels
+(bars: row 94, x left + 3; type 2: row 99 - d // 2 of the bottom segment; types 4, 5:
+top + d // 2 of the marked segment; x 25 or 75).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+from PIL import ImageFont
+
+from .grape import BAR_TYPES, GrapeCharts
+from .haehn import HaehnCharts
+from .words import WORDS
+
+RENDER_VERSION = "1"  # bump when any pixel of any chart changes
+
+BOX, BAR, TEXT = 0, 1, 2
+BLACK = (0, 0, 0)
+
+SIZE = 150
+PLOT = 100
+PLOT_X, PLOT_Y = 35, 20
+BASELINE = 99
+AXIS_FONT = 9
+BAR_PAD_LEFT, BAR_USABLE, MID_GAP = 2, 93, 4
+STACK_PAD_LEFT, STACK_GAP = 10, 20
+Y_TICKS = (("100", 19), ("75", 44), ("50", 69), ("25", 94), ("0", 119))
+X_TITLE_CENTRE, X_TITLE_TOP = 85, 135
+Y_TITLE_LEFT, Y_TITLE_CENTRE = 3, 75
+
+HAEHN_SIZE = 100
+HAEHN_INK = 255
+HAEHN_BAR_LEFT = tuple(2 + 9 * k + (8 if k >= 5 else 0) for k in range(10))
+HAEHN_BAR_WIDTH = 7
+HAEHN_DOT_ROW = 94
+HAEHN_STACKS = ((10, 40), (60, 90))
+
+
+@lru_cache(maxsize=None)
+def font(size: int) -> ImageFont.FreeTypeFont:
+    return ImageFont.load_default(size)
+
+
+@lru_cache(maxsize=None)
+def text_bbox(text: str, size: int) -> tuple[int, int, int, int]:
+    """(left, top, right, bottom) of the ink of ``text`` drawn with its origin at (0, 0)."""
+    return font(size).getbbox(text)
+
+
+def text_size(text: str, size: int) -> tuple[int, int]:
+    l, t, r, b = text_bbox(text, size)
+    return r - l, b - t
+
+
+def bar_gap(width: int, thickness: int, gap: int) -> int:
+    if gap >= 0:
+        return gap
+    return (BAR_USABLE - 10 * width - 20 * thickness) // 9 + 2 * thickness
+
+
+def element_lefts(chart_type: int, width: int, thickness: int, gap: int) -> list[int]:
+    """Plot-area x of the left edge of every bar (10) or stack (2)."""
+    if chart_type in BAR_TYPES:
+        pitch = width + bar_gap(width, thickness, gap)
+        return [BAR_PAD_LEFT + k * pitch + (MID_GAP if k >= 5 else 0) for k in range(10)]
+    return [STACK_PAD_LEFT + s * (width + STACK_GAP) for s in range(2)]
+
+
+def _clip(v: int, hi: int = PLOT - 1) -> int:
+    return min(max(v, 0), hi)
+
+
+def element_boxes(c: GrapeCharts, i: int) -> list[tuple[int, int, int, int]]:
+    """Plot-area boxes (x0, y0, x1, y1) of the 10 bars or segments of chart i, clipped."""
+    w, t, gap = int(c.bar_width[i]), int(c.line_thickness[i]), int(c.bar_gap[i])
+    h = c.heights[i].tolist()
+    lefts = element_lefts(c.chart_type, w, t, gap)
+    if c.chart_type in BAR_TYPES:
+        return [(_clip(x), _clip(BASELINE - hk), _clip(x + w), BASELINE) for x, hk in zip(lefts, h)]
+    boxes = []
+    for s, x in enumerate(lefts):
+        bottom = BASELINE
+        for hk in h[5 * s:5 * s + 5]:
+            top = bottom - hk
+            boxes.append((_clip(x), _clip(top), _clip(x + w), _clip(bottom)))
+            bottom = top
+    return boxes
+
+
+def dot_points(c: GrapeCharts, i: int) -> list[tuple[int, int]]:
+    """Plot-area (x, y) of the two dots of chart i."""
+    w, t, gap = int(c.bar_width[i]), int(c.line_thickness[i]), int(c.bar_gap[i])
+    lefts = element_lefts(c.chart_type, w, t, gap)
+    out = []
+    for k in c.marked[i].tolist():
+        if c.chart_type in BAR_TYPES:
+            out.append((lefts[k] + w // 2, BASELINE - int(c.dot_bottom[i])))
+        else:
+            bottom = BASELINE - int(c.heights[i, 5 * (k // 5):k].sum())
+            hk = int(c.heights[i, k])
+            x = lefts[k // 5] + int(np.floor(w / 2 + int(c.dot_offset[i])))
+            out.append((x, bottom - hk + hk // 2))
+    return [(_clip(x), _clip(y)) for x, y in out]
+
+
+def grape_plot_ops(c: GrapeCharts, i: int) -> list[tuple]:
+    """Bars or segments, then the two dots (image coordinates)."""
+    t = int(c.line_thickness[i])
+    stroke = tuple(c.stroke[i].tolist())
+    fills = [tuple(f) for f in c.fills[i].tolist()]
+    ops = []
+    for k, (x0, y0, x1, y1) in enumerate(element_boxes(c, i)):
+        fill = fills[0] if c.chart_type in BAR_TYPES else fills[k % 5]
+        ops.append((BAR, x0 + PLOT_X, y0 + PLOT_Y, x1 + PLOT_X, y1 + PLOT_Y, fill, stroke, t))
+    for x, y in dot_points(c, i):
+        ops.append((BOX, x + PLOT_X, y + PLOT_Y, x + PLOT_X, y + PLOT_Y, BLACK))
+    return ops
+
+
+def static_key(c: GrapeCharts, i: int) -> tuple[int, int, int, int]:
+    """What the axes, ticks and tick labels depend on."""
+    return (c.chart_type, int(c.bar_width[i]), int(c.line_thickness[i]), int(c.bar_gap[i]))
+
+
+@lru_cache(maxsize=256)
+def static_ops(key: tuple[int, int, int, int]) -> tuple[tuple, ...]:
+    """Axis lines, ticks and tick labels for a layout ``key`` (see :func:`static_key`)."""
+    chart_type, w, t, gap = key
+    ax_left, ax_bottom = PLOT_X - 1, PLOT_Y + BASELINE
+    ops = [(BOX, ax_left, PLOT_Y - 1, ax_left, ax_bottom, BLACK),
+           (BOX, PLOT_X, ax_bottom, PLOT_X + PLOT - 1, ax_bottom, BLACK)]
+    for k, x in enumerate(element_lefts(chart_type, w, t, gap)):
+        xt = int(x + w / 2 + 0.5) + PLOT_X
+        ops.append((BOX, xt, ax_bottom + 1, xt, ax_bottom + 3, BLACK))
+        label = str(k + 1)
+        ops.append((TEXT, label, AXIS_FONT, False, xt - text_size(label, AXIS_FONT)[0] // 2,
+                    ax_bottom + 4))
+    for label, y in Y_TICKS:
+        ops.append((BOX, ax_left - 5, y, ax_left - 1, y, BLACK))
+        lw, lh = text_size(label, AXIS_FONT)
+        ops.append((TEXT, label, AXIS_FONT, False, ax_left - 5 - lw, y - lh // 2))
+    return tuple(ops)
+
+
+def grape_title_ops(c: GrapeCharts, i: int) -> list[tuple]:
+    title, xtitle, ytitle = (WORDS[k] for k in c.words[i].tolist())
+    size = int(c.title_size[i])
+    tw, th = text_size(title, size)
+    left = float(c.title_left[i])
+    tx = (SIZE - tw) // 2 if np.isnan(left) else int(left * SIZE)
+    xw, _ = text_size(xtitle, AXIS_FONT)
+    yw, _ = text_size(ytitle, AXIS_FONT)
+    return [(TEXT, xtitle, AXIS_FONT, False, X_TITLE_CENTRE - xw // 2, X_TITLE_TOP),
+            (TEXT, ytitle, AXIS_FONT, True, Y_TITLE_LEFT, Y_TITLE_CENTRE - yw // 2),
+            (TEXT, title, size, False, tx, (PLOT_Y - th) // 2)]
+
+
+def grape_ops(c: GrapeCharts, i: int) -> list[tuple]:
+    """All operations of chart i, in painting order (after the background fill)."""
+    return [*grape_plot_ops(c, i), *static_ops(static_key(c, i)), *grape_title_ops(c, i)]
+
+
+def target_boxes(c: GrapeCharts, i: int) -> list[tuple[int, int, int, int]]:
+    """Image-coordinate boxes of the two marked bars or segments (the segmentation mask)."""
+    boxes = element_boxes(c, i)
+    return [(x0 + PLOT_X, y0 + PLOT_Y, x1 + PLOT_X, y1 + PLOT_Y)
+            for x0, y0, x1, y1 in (boxes[k] for k in c.marked[i].tolist())]
+
+
+# -- Haehn -------------------------------------------------------------------------------------
+
+def _stack_tops(values: list[int]) -> list[int]:
+    tops, total = [], 0
+    for d in values:
+        total += d
+        tops.append(BASELINE - total)
+    return tops
+
+
+def haehn_ops(c: HaehnCharts, i: int) -> list[tuple]:
+    v = c.values[i].tolist()
+    ink = HAEHN_INK
+    ops: list[tuple] = []
+    marked = c.marked[i].tolist()
+    if c.chart_type in BAR_TYPES:
+        for k, (left, d) in enumerate(zip(HAEHN_BAR_LEFT, v)):
+            right, top = left + HAEHN_BAR_WIDTH, BASELINE - d
+            ops += [(BOX, left, top, left, BASELINE, ink), (BOX, right, top, right, BASELINE, ink),
+                    (BOX, left, top, right, top, ink)]
+        for k in marked:
+            x = HAEHN_BAR_LEFT[k] + HAEHN_BAR_WIDTH // 2
+            ops.append((BOX, x, HAEHN_DOT_ROW, x, HAEHN_DOT_ROW, ink))
+        return ops
+    for s, (x0, x1) in enumerate(HAEHN_STACKS):
+        seg = v[5 * s:5 * s + 5]
+        tops = _stack_tops(seg)
+        # stack totals stay below 93 px by construction, so nothing needs clipping
+        ops += [(BOX, x0, tops[-1], x0, BASELINE, ink), (BOX, x1, tops[-1], x1, BASELINE, ink)]
+        ops += [(BOX, x0, top, x1, top, ink) for top in tops]
+    for k in marked:
+        s, j = divmod(k, 5)
+        d = v[k]
+        top = _stack_tops(v[5 * s:5 * s + 5])[j]
+        y = (top + d) - d // 2 if c.chart_type == 2 else top + d // 2
+        x = (HAEHN_STACKS[s][0] + HAEHN_STACKS[s][1]) // 2
+        ops.append((BOX, x, y, x, y, ink))
+    return ops
+
+
+def haehn_target_boxes(c: HaehnCharts, i: int) -> list[tuple[int, int, int, int]]:
+    v = c.values[i].tolist()
+    out = []
+    for k in c.marked[i].tolist():
+        if c.chart_type in BAR_TYPES:
+            left = HAEHN_BAR_LEFT[k]
+            out.append((left, BASELINE - v[k], left + HAEHN_BAR_WIDTH, BASELINE))
+        else:
+            s, j = divmod(k, 5)
+            top = _stack_tops(v[5 * s:5 * s + 5])[j]
+            x0, x1 = HAEHN_STACKS[s]
+            out.append((x0, top, x1, top + v[k]))
+    return out

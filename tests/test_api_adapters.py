@@ -1,0 +1,248 @@
+"""The ``api:`` adapter against a local fake of each vendor's wire format (tests/fake_vendor_server.py)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+
+import pytest
+from PIL import Image
+
+from tests.fake_vendor_server import Blocked, FakeVendorServer, Malformed, Reply, Sleep, Status
+from harness.models.api import APIModel
+from harness.models.base import ModelError, ModelSpec
+from harness.models.registry import build_adapter
+from harness.readouts.prompt import PromptChoice
+from harness.stimuli.base import Prompt, Stimulus, StimulusSet, png_bytes
+
+KEY = "sk-test-NEVER-LOG-THIS-0123456789abcdef"
+KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "google": "GEMINI_API_KEY",
+           "openai-compatible": "LOCAL_LLM_KEY"}
+PROVIDERS = list(KEY_ENV)
+IMAGE = Image.new("RGB", (24, 16), (200, 30, 30))
+PROMPT = "Three colored chart marks are shown, numbered 1, 2 and 3. Which one is the odd one out?"
+SETTINGS = {"max_new_tokens": 40, "temperature": 0.0}
+
+
+@pytest.fixture
+def server():
+    with FakeVendorServer(key=KEY) as s:
+        yield s
+
+
+@pytest.fixture(autouse=True)
+def keys(monkeypatch):
+    for name in [*KEY_ENV.values(), "OPENAI_API_KEY", "GOOGLE_API_KEY"]:
+        monkeypatch.delenv(name, raising=False)
+    for name in KEY_ENV.values():
+        monkeypatch.setenv(name, KEY)
+
+
+def make(provider: str, server: FakeVendorServer, model: str = "test-model", **options) -> APIModel:
+    base = server.url + "/v1" if provider.startswith("openai") else server.url
+    opts = {"base_url": base, "backoff_base_s": 0.001, "backoff_cap_s": 0.01, "timeout_s": 5.0,
+            **options}
+    if provider == "openai-compatible":
+        opts.setdefault("api_key_env", KEY_ENV[provider])
+    adapter = build_adapter(ModelSpec(id=f"{provider}-m", source="api", name=f"{provider}/{model}",
+                                      options=opts))
+    assert isinstance(adapter, APIModel)
+    return adapter
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_request_and_reply_in_each_wire_format(provider, server):
+    gen = make(provider, server).generate(IMAGE, PROMPT, SETTINGS)
+    assert gen.error is None and gen.text == "2"
+    (req,) = server.requests
+    assert req.vendor == ("openai" if provider.startswith("openai") else provider)
+    assert req.image_png == png_bytes(IMAGE)  # the exact PNG bytes, base64 in the vendor's format
+    assert req.prompt == PROMPT
+    assert req.order == ["image", "text"]  # image before the prompt text
+    budget = {"openai": req.body.get("max_completion_tokens"), "openai-compatible": req.body.get("max_tokens"),
+              "anthropic": req.body.get("max_tokens"),
+              "google": req.body.get("generationConfig", {}).get("maxOutputTokens")}[provider]
+    assert budget == 40
+    temperature = (req.body.get("generationConfig", {}) if provider == "google" else req.body)["temperature"]
+    assert temperature == 0.0
+    n_in = len(PROMPT.split()) + 100
+    assert gen.usage["input_tokens"] == n_in and gen.usage["output_tokens"] == 1
+    assert gen.latency_s > 0
+
+
+def test_thinking_parts_are_not_the_answer(server):
+    # The fake Anthropic and Gemini replies lead with a thinking block that mentions "1" and "3".
+    for provider in ("anthropic", "google"):
+        gen = make(provider, server).generate(IMAGE, PROMPT, SETTINGS)
+        assert gen.text == "2"
+    assert make("google", server).generate(IMAGE, PROMPT, SETTINGS).usage["reasoning_tokens"] == 7
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_429_then_success_is_retried(provider, server):
+    server.script(Status(429), Status(503), Reply("3"))
+    gen = make(provider, server).generate(IMAGE, PROMPT, SETTINGS)
+    assert (gen.text, gen.error) == ("3", None)
+    assert len(server.requests) == 3
+
+
+def test_retry_after_is_honoured_up_to_the_cap(server):
+    server.script(Status(429, retry_after=0.004), Status(429, retry_after=30), Reply())
+    adapter = make("openai", server, backoff_cap_s=0.02)
+    waits: list[float] = []
+    adapter._sleep = waits.append
+    assert adapter.generate(IMAGE, PROMPT, SETTINGS).text == "2"
+    assert waits == [0.004, 0.02]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_persistent_500_is_a_null_with_reason(provider, server):
+    server.script(*[Status(500)] * 10)
+    adapter = make(provider, server, max_retries=3)
+    gen = adapter.generate(IMAGE, PROMPT, SETTINGS)
+    assert gen.text is None and gen.error.startswith("http_500:")
+    assert len(server.requests) == 4
+
+
+def test_client_errors_are_not_retried(server):
+    server.script(Status(400), Reply())
+    gen = make("anthropic", server).generate(IMAGE, PROMPT, SETTINGS)
+    assert gen.text is None and gen.error.startswith("http_400:")
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_timeout_retried_then_terminal(provider, server):
+    server.script(Sleep(1.0), Reply("1"))
+    assert make(provider, server, timeout_s=0.2).generate(IMAGE, PROMPT, SETTINGS).text == "1"
+    server.script(Sleep(1.0), Sleep(1.0))
+    gen = make(provider, server, timeout_s=0.2, max_retries=1).generate(IMAGE, PROMPT, SETTINGS)
+    assert gen.text is None and gen.error.startswith("timeout:")
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_malformed_json_retried_then_terminal(provider, server):
+    server.script(Malformed(), Reply("1"))
+    assert make(provider, server).generate(IMAGE, PROMPT, SETTINGS).text == "1"
+    server.script(Malformed(), Malformed(), Malformed())
+    gen = make(provider, server, max_retries=2).generate(IMAGE, PROMPT, SETTINGS)
+    assert gen.text is None and gen.error.startswith("malformed_json:")
+
+
+def test_gemini_blocked_prompt_is_terminal(server):
+    server.script(Blocked(), Reply())
+    gen = make("google", server).generate(IMAGE, PROMPT, SETTINGS)
+    assert gen.text is None and gen.error == "no_candidates: SAFETY"
+    assert len(server.requests) == 1
+
+
+def test_concurrency_limit_and_order():
+    with FakeVendorServer(key=KEY, answer=lambda p: p.split()[-1], delay_s=0.1) as server:
+        adapter = make("openai", server, concurrency=3)
+        prompts = [f"item {i}" for i in range(12)]
+        gens = adapter.generate_many([IMAGE] * 12, prompts, SETTINGS)
+        assert [g.text for g in gens] == [str(i) for i in range(12)]  # order kept
+        assert server.max_in_flight == 3
+        server.max_in_flight = 0
+        make("openai", server, concurrency=1).generate_many([IMAGE] * 4, prompts[:4], SETTINGS)
+        assert server.max_in_flight == 1
+
+
+def test_backoff_is_exponential_jittered_and_capped(server):
+    adapter = make("openai", server, backoff_base_s=1.0, backoff_cap_s=8.0)
+    adapter._rng = random.Random(0)
+    for attempt in range(8):
+        nominal = min(8.0, 2.0 ** attempt)
+        waits = [adapter._backoff(attempt, None) for _ in range(50)]
+        assert all(nominal / 2 <= w <= nominal for w in waits)
+        assert len(set(waits)) > 1  # jittered
+
+
+def test_temperature_and_budget_rules(server):
+    make("openai", server, model="o3-mini", reasoning_effort="high", max_tokens=4000).generate(
+        IMAGE, PROMPT, SETTINGS)
+    body = server.requests[-1].body
+    assert "temperature" not in body and body["max_completion_tokens"] == 4000
+    assert body["reasoning_effort"] == "high"
+    make("anthropic", server, thinking_budget=1024, max_tokens=3000).generate(IMAGE, PROMPT, SETTINGS)
+    body = server.requests[-1].body
+    assert "temperature" not in body and body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+    assert body["max_tokens"] == 3000
+    make("google", server, thinking_budget=0).generate(IMAGE, PROMPT, SETTINGS)
+    config = server.requests[-1].body["generationConfig"]
+    assert config["thinkingConfig"] == {"thinkingBudget": 0} and config["temperature"] == 0.0
+    make("openai-compatible", server, supports_temperature=False).generate(IMAGE, PROMPT, SETTINGS)
+    assert "temperature" not in server.requests[-1].body
+
+
+def test_key_never_leaks(server, caplog, monkeypatch):
+    caplog.set_level(logging.DEBUG)
+    seen: list[str] = []
+    for provider in PROVIDERS:
+        adapter = make(provider, server, max_retries=1)
+        seen += [repr(adapter), json.dumps(adapter.fingerprint), adapter.model_version]
+        server.script(Status(500), Status(500))
+        seen.append(repr(adapter.generate(IMAGE, PROMPT, SETTINGS)))
+        seen.append(repr(adapter.generate(IMAGE, PROMPT, SETTINGS)))  # success
+    # The key is really sent (so the checks below are not vacuous) ...
+    assert all(KEY in json.dumps(r.headers) for r in server.requests)
+    # ... and a vendor 401 that echoes the key is scrubbed before it reaches the error.
+    with FakeVendorServer(key="another-key") as other:
+        adapter = make("openai", other)
+        gen = adapter.generate(IMAGE, PROMPT, SETTINGS)
+        assert gen.error.startswith("http_401:") and "[redacted]" in gen.error
+        seen.append(repr(gen))
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(ModelError) as err:
+        make("openai", server)
+    assert "OPENAI_API_KEY" in str(err.value)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with pytest.raises(ModelError) as err:
+        make("openai", server, bogus=1)
+    seen.append(str(err.value))
+    seen.append(caplog.text)
+    assert caplog.records  # retries were logged
+    for text in seen:
+        assert KEY not in text
+
+
+def test_check_errors(server, monkeypatch):
+    with pytest.raises(ModelError, match="provider"):
+        build_adapter(ModelSpec(id="x", source="api", name="acme/model"))
+    with pytest.raises(ModelError, match="base_url"):
+        build_adapter(ModelSpec(id="x", source="api", name="openai-compatible/llava"))
+    monkeypatch.delenv("GEMINI_API_KEY")
+    monkeypatch.setenv("GOOGLE_API_KEY", KEY)  # the fallback name works
+    assert make("google", server).generate(IMAGE, PROMPT, SETTINGS).text == "2"
+    monkeypatch.delenv("GOOGLE_API_KEY")
+    with pytest.raises(ModelError, match="GEMINI_API_KEY or GOOGLE_API_KEY"):
+        make("google", server)
+
+
+def test_fingerprint_names_what_changes_answers(server):
+    a = make("openai", server, max_tokens=100, concurrency=2)
+    b = make("openai", server, max_tokens=100, concurrency=8, timeout_s=1, max_retries=0)
+    c = make("openai", server, max_tokens=200)
+    assert a.fingerprint == b.fingerprint  # runtime knobs are not the model
+    assert a.fingerprint != c.fingerprint
+    spec = ModelSpec(id="v", source="api", name="openai-compatible/llava",
+                     options={"base_url": "http://user:pw@host:8000/v1?token=abc"})
+    fp = APIModel(spec).fingerprint
+    assert fp["base_url"] == "http://host:8000/v1" and "pw" not in json.dumps(fp)
+    assert APIModel(ModelSpec(id="g", source="api", name="openai/gpt-4o", revision="2024-08-06")
+                    ).model_version == "openai/gpt-4o@2024-08-06"
+
+
+def test_readout_records_api_errors_as_null(server):
+    stimset = StimulusSet(
+        task_id="similarity.chart.mark_color", version="1", response_space="choice",
+        stimuli=[Stimulus(f"s{i}", "test", 1, Image.new("RGB", (8, 8), (i, 0, 0))) for i in range(3)],
+        human_ref_id="x", prompt=Prompt("p.v1", PROMPT), options=(1, 2, 3))
+    server.script(Status(500), Status(500), Reply("Mark 3."), Reply("Two"))
+    adapter = make("anthropic", server, max_retries=1, concurrency=1)
+    responses = PromptChoice(stimset).respond(adapter, stimset.stimuli)
+    assert [r.parse_status for r in responses] == ["null:api_error:http_500", "ok", "ok"]
+    assert [r.response for r in responses] == [None, 3, 2]
+    assert responses[0].raw_output is None and responses[0].extras["error"].startswith("http_500")
+    assert responses[1].usage["output_tokens"] == 2

