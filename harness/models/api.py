@@ -71,8 +71,9 @@ PROVIDERS = {
 # Options that change an answer (fingerprint) and runtime knobs that do not.
 ANSWER_OPTIONS = {"base_url", "max_tokens", "supports_temperature", "thinking_budget",
                   "reasoning_effort", "anthropic_version", "extra_body"}
+# ``generation`` holds the recipe's generation settings, which reach the model through the readout.
 RUNTIME_OPTIONS = {"api_key_env", "timeout_s", "max_retries", "backoff_base_s", "backoff_cap_s",
-                   "concurrency"}
+                   "concurrency", "generation"}
 DEFAULTS = {"timeout_s": 120.0, "max_retries": 6, "backoff_base_s": 1.0, "backoff_cap_s": 60.0,
             "concurrency": 4, "anthropic_version": "2023-06-01"}
 RETRY_STATUS = {408, 429, 500, 502, 503, 504, 529}

@@ -30,7 +30,8 @@ from PIL import Image
 from .base import Generation, ModelError, ModelSpec
 
 ADAPTER_VERSION = "1"  # bump when the prompt assembly or decoding changes
-OPTIONS = {"device_map", "processor_kwargs", "attn_implementation"}
+# ``generation`` holds the recipe's generation settings, which reach the model through the readout.
+OPTIONS = {"device_map", "processor_kwargs", "attn_implementation", "generation"}
 DTYPES = {"float32", "bfloat16", "float16", "auto"}
 DEFAULT_MAX_NEW_TOKENS = 40
 

@@ -195,5 +195,50 @@ RELEASES: dict[str, Release] = {
             urls={"dataframes/": (f"{_GH}/cogtoolslab/viz_item_measures_cogsci2025/"
                                   "f9f3ffd6ae6a75a98881e52c0314be51baa5570c/analysis/dataframes/")},
         ),
+        Release(
+            name="grape",
+            description=("GRAPE bar-chart generalization: generator configs, user-study responses, "
+                         "result figures and tables digitised from them, colour pools"),
+            licence="MIT (Copyright (c) 2024 IDEAS Lab)",
+            citation=(
+                "Cui, Chen, Wang, Haehn, Wang & Pfister (2025). Generalization of CNNs on "
+                "Relational Reasoning with Bar Charts. IEEE TVCG; arXiv 2503.00086."
+            ),
+            # user_study/user_data and user_progressive are pseudonymised copies and derived/ was
+            # written by the mirror: those files come only from a mirror.
+            urls={
+                "configs/": f"{_GH}/Ideas-Laboratory/Graphical-Perception/"
+                            "f62ec5ffedec321e63864c3d013e5d816ac742e5/eval_generalization/TASK/",
+                "user_study/web_tasks.json": (
+                    f"{_GH}/Ideas-Laboratory/Graphical-Perception/f62ec5ffedec321e63864c3d013e5d816ac742e5/"
+                    "user_study/web_program_code/static/data/tasks.json"),
+                "user_study/screenshots/": f"{_GH}/Ideas-Laboratory/Graphical-Perception/"
+                                           "f62ec5ffedec321e63864c3d013e5d816ac742e5/user_study/screenshots/",
+                "examples/fig_example.png": (
+                    f"{_GH}/Ideas-Laboratory/Graphical-Perception/f62ec5ffedec321e63864c3d013e5d816ac742e5/"
+                    "eval_generalization/GRAPE/fig_example.png"),
+                "figures_svg/": f"{_GH}/Ideas-Laboratory/Graphical-Perception/"
+                                "988b400d03151bdfe6065345bd3ee36490605ec9/data/svg_data/",
+            },
+        ),
+        Release(
+            name="haehn-perception",
+            description=("Haehn et al. position-length experiment: human MLAE references "
+                         "(Cleveland & McGill; Heer & Bostock), CNN MLAE/MSE tables, figures"),
+            licence="not stated (repository has no LICENSE); tables transcribed from it",
+            citation=(
+                "Haehn, Tompkin & Pfister (2019). Evaluating 'Graphical Perception' with CNNs. "
+                "IEEE TVCG 25(1) (IEEE VIS 2018). Cleveland & McGill (1984), JASA 79(387)."
+            ),
+            # the CSVs were transcribed by the mirror; only the two figures are byte copies
+            urls={
+                "figures/Ours_PositionLength.svg": (
+                    f"{_GH}/Rhoana/perception/28fa35091545a50b908163e1ff385d6f0081e591/"
+                    "PAPER/SUPPLEMENTAL/gfx/CMcG_Comparison/Ours_PositionLength.svg"),
+                "figures/figure4_mlae_with_multi_and_humans_all_NEW.pdf": (
+                    f"{_GH}/Rhoana/perception/28fa35091545a50b908163e1ff385d6f0081e591/"
+                    "PAPER/gfx/figure4_mlae_with_multi_and_humans_all_NEW.pdf"),
+            },
+        ),
     ]
 }

@@ -63,7 +63,11 @@ class Sources:
         rel = get_release(release)
         if relpath not in rel.files:
             raise DataError(f"{release}/{relpath}: not a declared file of release {release!r}")
-        return self.release_dir(release) / relpath
+        path = self.release_dir(release) / relpath
+        if not path.is_file():  # only a mirror-derived file can be absent after verify()
+            raise DataError(f"{path}: derived by the mirror, not in the public release; "
+                            f"use --mirror (or $GESTALT_MIRROR) with a copy of shared/sources")
+        return path
 
     def sha256(self, release: str, relpath: str) -> str:
         return get_release(release).files[relpath]
@@ -77,6 +81,8 @@ class Sources:
         problems = []
         for relpath, expected in rel.files.items():
             p = folder / relpath
+            if not p.is_file() and self.mirror is None and rel.url(relpath) is None:
+                continue  # mirror-derived file: checked when read (see path())
             if not p.is_file():
                 problems.append(f"{p}: missing")
             elif file_sha256(p) != expected:
@@ -102,6 +108,8 @@ class Sources:
             dest = folder / relpath
             if dest.is_file() and file_sha256(dest) == expected:
                 continue
+            if self.mirror is None and rel.url(relpath) is None:
+                continue  # derived by whoever mirrored the release: only a mirror has it
             if self.mirror is not None:
                 src = self.mirror / name / relpath
                 if not src.is_file():
@@ -110,10 +118,6 @@ class Sources:
                 shutil.copyfile(src, tmp)
             else:
                 url = rel.url(relpath)
-                if url is None:
-                    raise DataError(
-                        f"{name}/{relpath}: derived file with no public URL; pull with --mirror"
-                    )
                 tmp = _tmp_beside(dest)
                 try:
                     with urllib.request.urlopen(url, timeout=60) as r, open(tmp, "wb") as f:

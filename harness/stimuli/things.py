@@ -21,10 +21,11 @@ kept in canonical order; ``None`` keeps all. Each triplet's montage order comes 
 Images are not in sources/. ``image_root`` (or ``$GESTALT_THINGS_IMAGES``) must be a folder in the
 THINGS layout ``<uniqueID>/<file>.jpg``; each concept is shown by the first ``.jpg`` in its folder
 by file name. Encoders embed those files (``part_sources``, montage order); prompt models see the
-numbered montage with each photo fitted into a ``TILE`` px square. Without an image root the set
-still carries every target and the votes (the ceiling can be reported) and ``unavailable`` says
-where to get the images; asking such a stimulus for an image raises with the same message. A
-given root missing a needed concept folder or image is an error naming the folder.
+numbered montage in the default layout of harness.stimuli.montage (each photo fitted into a
+224 px square), so a montage can be re-rendered from its parts in any order. Without an image
+root the set still carries every target and the votes (the ceiling can be reported) and
+``unavailable`` says where to get the images; asking such a stimulus for an image raises with
+the same message. A given root missing a needed concept folder or image is an error naming it.
 """
 
 from __future__ import annotations
@@ -49,7 +50,6 @@ SORTINDEX_FILE = "LukasMut-VICE/data/sortindex"
 CONCEPTS_FILE = "thingsvision/data/files/things_concepts.tsv"
 N_CONCEPTS = 1854
 IMAGE_ENV = "GESTALT_THINGS_IMAGES"
-TILE = 300
 UNAVAILABLE = (
     "THINGS object images are not in the source mirror: set the task option image_root or "
     f"${IMAGE_ENV} to a folder in THINGS layout <concept uniqueID>/<file>.jpg. The images come "
@@ -152,7 +152,7 @@ def build(sources: Sources, seed: int = 0, n_triplets: int | None = None,
         target = position_of(odd, order)
         if root is not None:
             parts = tuple(concept_image(root, concepts[c]) for c in shown)
-            image = partial(montage_of, parts, tile=TILE)
+            image = partial(montage_of, parts)
         else:
             parts, image = (missing_image,) * 3, missing_image
         stimuli.append(Stimulus(

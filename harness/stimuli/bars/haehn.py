@@ -10,8 +10,9 @@ EXP/ClevelandMcGill/figure4.py and EXP/run_position_length.py):
   per stack in [8, floor((93 - marked) / 4)); type 4 the same below the marked top segment, the
   right stack redrawn up to ``TYPE4_REDRAWS`` times until neither end of its marked segment lines
   up with the left one's, else the sample is discarded; type 5 three segments in
-  [3, floor((93 - A - B) / 3)) under A and B (discarded when 93 - A - B <= 9) and a 5-segment
-  distractor stack in [8, 18).
+  [3, floor((93 - A - B) / 3)) under A and B and a 5-segment distractor stack in [8, 18); the
+  sample is discarded when that range is empty (93 - A - B < 12: NumPy's ``randint`` truncates
+  the float bound and raises, which Haehn's driver catches; the reference's "<= 9" misses 10, 11).
 - Splits are label-disjoint as in Haehn's driver: every candidate is sent to a random split
   (train, val, test); a label already used by a split always goes to that split; a candidate
   for a full split is dropped. Candidates are drawn in vectorised chunks, then assigned in order.
@@ -107,9 +108,9 @@ def _candidates(chart_type: int, m: int, rng: np.random.Generator):
         values[:, 9] = b
         marked = (4, 9)
     else:
-        room = 93 - a - b
-        valid = room > 9
-        values[:, 0:3] = _segments(rng, np.where(valid, room // 3, 4), 3, 3)
+        high = (93 - a - b) // 3
+        valid = high > 3  # else NumPy's randint(3, high) raises and Haehn skips the sample
+        values[:, 0:3] = _segments(rng, np.where(valid, high, 4), 3, 3)
         values[:, 3], values[:, 4] = a, b
         values[:, 5:10] = rng.integers(*TYPE5_RIGHT_RANGE, (m, 5))
         marked = (3, 4)

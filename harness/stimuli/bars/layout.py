@@ -4,6 +4,7 @@ A chart is a list of operations in painting order, in final-image pixel coordina
 inclusive boxes:
 
 - ``(BOX, x0, y0, x1, y1, colour)``: a filled box (lines and ticks are 1-px boxes);
+  colours are uint8 arrays (RGB, or a scalar ink for Haehn's one-channel images);
 - ``(BAR, x0, y0, x1, y1, fill, stroke, width)``: a filled box with a stroke of ``width`` px
   on its inside border (GRAPE's bars and stack segments);
 - ``(TEXT, text, size, rotated, x, y)``: black text whose *visible* box has its top-left corner
@@ -53,7 +54,7 @@ from .words import WORDS
 RENDER_VERSION = "1"  # bump when any pixel of any chart changes
 
 BOX, BAR, TEXT = 0, 1, 2
-BLACK = (0, 0, 0)
+BLACK = np.zeros(3, np.uint8)
 
 SIZE = 150
 PLOT = 100
@@ -67,7 +68,7 @@ X_TITLE_CENTRE, X_TITLE_TOP = 85, 135
 Y_TITLE_LEFT, Y_TITLE_CENTRE = 3, 75
 
 HAEHN_SIZE = 100
-HAEHN_INK = 255
+HAEHN_INK = np.uint8(255)
 HAEHN_BAR_LEFT = tuple(2 + 9 * k + (8 if k >= 5 else 0) for k in range(10))
 HAEHN_BAR_WIDTH = 7
 HAEHN_DOT_ROW = 94
@@ -144,8 +145,7 @@ def dot_points(c: GrapeCharts, i: int) -> list[tuple[int, int]]:
 def grape_plot_ops(c: GrapeCharts, i: int) -> list[tuple]:
     """Bars or segments, then the two dots (image coordinates)."""
     t = int(c.line_thickness[i])
-    stroke = tuple(c.stroke[i].tolist())
-    fills = [tuple(f) for f in c.fills[i].tolist()]
+    stroke, fills = c.stroke[i], c.fills[i]
     ops = []
     for k, (x0, y0, x1, y1) in enumerate(element_boxes(c, i)):
         fill = fills[0] if c.chart_type in BAR_TYPES else fills[k % 5]

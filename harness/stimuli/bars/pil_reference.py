@@ -13,14 +13,19 @@ from .haehn import HaehnCharts
 from .layout import BAR, BOX, HAEHN_SIZE, SIZE, font, grape_ops, haehn_ops, text_bbox
 
 
+def _colour(c) -> tuple[int, ...]:
+    return tuple(c.tolist())
+
+
 def _draw(im: Image.Image, draw: ImageDraw.ImageDraw, op: tuple) -> None:
     kind = op[0]
     if kind == BOX:
         _, x0, y0, x1, y1, colour = op
-        draw.rectangle((x0, y0, x1, y1), fill=colour)
+        draw.rectangle((x0, y0, x1, y1), fill=_colour(colour))
     elif kind == BAR:
         _, x0, y0, x1, y1, fill, stroke, t = op
-        draw.rectangle((x0, y0, x1, y1), fill=fill, outline=stroke if t > 0 else None, width=t)
+        draw.rectangle((x0, y0, x1, y1), fill=_colour(fill),
+                       outline=_colour(stroke) if t > 0 else None, width=t)
     else:
         _, text, size, rotated, x, y = op
         l, t, r, b = text_bbox(text, size)
@@ -45,5 +50,5 @@ def draw_haehn(c: HaehnCharts, i: int) -> Image.Image:
     im = Image.new("L", (HAEHN_SIZE, HAEHN_SIZE), 0)
     draw = ImageDraw.Draw(im)
     for _, x0, y0, x1, y1, ink in haehn_ops(c, i):
-        draw.line((x0, y0, x1, y1), fill=ink)
+        draw.line((x0, y0, x1, y1), fill=int(ink))
     return im

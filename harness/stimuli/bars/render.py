@@ -22,7 +22,7 @@ from PIL import Image, ImageDraw
 from ..base import Stimulus
 from .grape import GrapeCharts
 from .haehn import INK_WITH_NOISE, NOISE_LEVELS, HaehnCharts
-from .layout import (BAR, BOX, HAEHN_SIZE, RENDER_VERSION, SIZE, TEXT, font, grape_plot_ops,
+from .layout import (BAR, BOX, HAEHN_SIZE, PLOT_X, RENDER_VERSION, SIZE, TEXT, font, grape_plot_ops,
                      grape_title_ops, haehn_ops, haehn_target_boxes, static_key, static_ops,
                      target_boxes, text_bbox)
 
@@ -30,9 +30,11 @@ Charts = GrapeCharts | HaehnCharts
 
 
 def _div255(v: np.ndarray) -> np.ndarray:
-    """Pillow's rounding division by 255 of a uint16 product."""
-    v = v + 128
-    return ((v + (v >> 8)) >> 8).astype(np.uint8)
+    """Pillow's rounding division by 255 of uint16 products, in place; returns ``v``."""
+    v += 128
+    v += v >> 8
+    v >>= 8
+    return v
 
 
 @lru_cache(maxsize=8192)
@@ -47,14 +49,23 @@ def glyph(text: str, size: int, rotated: bool) -> np.ndarray:
     return out
 
 
-def _blend_black(img: np.ndarray, cover: np.ndarray, x: int, y: int) -> None:
-    h, w = cover.shape
+@lru_cache(maxsize=8192)
+def _keep(text: str, size: int, rotated: bool) -> np.ndarray:
+    """(h, w, 1) uint16 255 - coverage: the weight black ink leaves to what is underneath."""
+    out = (255 - glyph(text, size, rotated)).astype(np.uint16)[..., None]
+    out.flags.writeable = False
+    return out
+
+
+def _blend_black(img: np.ndarray, keep: np.ndarray, x: int, y: int) -> None:
+    h, w = keep.shape[:2]
     x0, y0, x1, y1 = max(x, 0), max(y, 0), min(x + w, img.shape[1]), min(y + h, img.shape[0])
     if x0 >= x1 or y0 >= y1:
         return
-    keep = (255 - cover[y0 - y:y1 - y, x0 - x:x1 - x]).astype(np.uint16)
     region = img[y0:y1, x0:x1]
-    region[...] = _div255(region.astype(np.uint16) * keep[..., None])
+    v = region.astype(np.uint16)
+    v *= keep[y0 - y:y1 - y, x0 - x:x1 - x]
+    region[...] = _div255(v)
 
 
 def paint(img: np.ndarray, op: tuple) -> None:
@@ -73,14 +84,15 @@ def paint(img: np.ndarray, op: tuple) -> None:
             img[y0:y1 + 1, x0:x1 + 1] = fill
     elif kind == TEXT:
         _, text, size, rotated, x, y = op
-        _blend_black(img, glyph(text, size, rotated), x, y)
+        _blend_black(img, _keep(text, size, rotated), x, y)
     else:
         raise ValueError(f"unknown layout operation {op!r}")
 
 
 @lru_cache(maxsize=256)
-def _static_layer(key: tuple[int, int, int, int]) -> tuple[np.ndarray, np.ndarray]:
-    """Flat pixel indices and 255 - coverage of the black axes layer of a layout."""
+def _static_layer(key: tuple[int, int, int, int]) -> tuple[tuple[slice, slice, np.ndarray], ...]:
+    """The black axes layer of a layout as (rows, cols, 255 - coverage) rectangles: one left of
+    the plot (y axis, ticks, labels), one from the plot's left edge on (x axis, ticks, labels)."""
     cover = np.zeros((SIZE, SIZE), np.uint8)
     for op in static_ops(key):
         if op[0] == BOX:
@@ -91,26 +103,42 @@ def _static_layer(key: tuple[int, int, int, int]) -> tuple[np.ndarray, np.ndarra
             g = glyph(text, size, rotated)
             region = cover[y:y + g.shape[0], x:x + g.shape[1]]
             np.maximum(region, g[:region.shape[0], :region.shape[1]], out=region)
-    idx = np.flatnonzero(cover)
-    return idx, (255 - cover.ravel()[idx]).astype(np.uint16)
+    rects = []
+    for cols in (slice(0, PLOT_X), slice(PLOT_X, SIZE)):
+        part = cover[:, cols]
+        ys, xs = np.nonzero(part)
+        rows = slice(ys.min(), ys.max() + 1)
+        cols = slice(cols.start + xs.min(), cols.start + xs.max() + 1)
+        keep = (255 - cover[rows, cols]).astype(np.uint16)[None, :, :, None]
+        keep.flags.writeable = False
+        rects.append((rows, cols, keep))
+    return tuple(rects)
+
+
+def _backgrounds(colours: np.ndarray, size: int) -> np.ndarray:
+    """(n, size, size, 3) filled with one colour per image (a tiled row, copied down)."""
+    row = np.tile(colours, (1, size))
+    out = np.empty((len(colours), size, size * 3), np.uint8)
+    out[:] = row[:, None, :]
+    return out.reshape(len(colours), size, size, 3)
 
 
 def render_grape(c: GrapeCharts, idx: Sequence[int] | None = None) -> np.ndarray:
     """(n, 150, 150, 3) uint8 RGB of the charts at ``idx`` (all by default)."""
     idx = np.arange(len(c)) if idx is None else np.asarray(idx, dtype=np.int64)
-    out = np.empty((len(idx), SIZE, SIZE, 3), np.uint8)
-    out[:] = c.background[idx][:, None, None, :]
+    out = _backgrounds(c.background[idx], SIZE)
     groups: dict[tuple, list[int]] = defaultdict(list)
     for j, i in enumerate(idx.tolist()):
         img = out[j]
         for op in grape_plot_ops(c, i):
             paint(img, op)
         groups[static_key(c, i)].append(j)
-    flat = out.reshape(len(idx), SIZE * SIZE, 3)
     for key, js in groups.items():
-        pix, keep = _static_layer(key)
-        sel = np.ix_(np.asarray(js), pix)
-        flat[sel] = _div255(flat[sel].astype(np.uint16) * keep[None, :, None])
+        sel = slice(None) if len(groups) == 1 else np.asarray(js)
+        for rows, cols, keep in _static_layer(key):
+            v = out[sel, rows, cols].astype(np.uint16)
+            v *= keep
+            out[sel, rows, cols] = _div255(v)
     for j, i in enumerate(idx.tolist()):
         img = out[j]
         for op in grape_title_ops(c, i):
