@@ -37,7 +37,7 @@ class ModelEntry(_Strict):
     revision: str | None = Field(default=None, description="exact hub commit (40 hex) for pinned runs")
     family: str = "unknown"
     batch_size: int = Field(default=32, ge=1)
-    dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+    dtype: Literal["float32", "float16", "bfloat16", "auto"] = "float32"
     readouts: dict[str, str] = Field(default_factory=dict, description="task id -> readout override")
     generation: dict[str, Any] = Field(default_factory=dict)
     options: dict[str, Any] = Field(default_factory=dict)

@@ -26,7 +26,7 @@ from .stimuli.base import StimulusSet
 from .stimuli.registry import TaskSpec, expand, get_task
 from .tracking.mlflow_run import BatteryRun, tracking_uri
 from .trials.distributed import Dist
-from .trials.records import RecordStore
+from .trials.records import RecordStore, per_stimulus
 from .trials.runner import CountingAdapter, run_task
 
 
@@ -107,7 +107,7 @@ def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, St
         lines.append(f"model {p.model.id} [{p.model.ref} weights={p.model.weights}]")
         for task, readout in p.tasks:
             s = stimsets[task.task_id]
-            n_reps = int(readout_options(recipe, p.model, task).get("n_reps", 1))
+            n_reps = _n_reps(readout, s, readout_options(recipe, p.model, task))
             trials = len(s.test) * n_reps
             if s.unavailable:
                 lines.append(f"  {task.task_id}: UNAVAILABLE: {s.unavailable}")
@@ -119,6 +119,16 @@ def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, St
                          + (f", {calls} generate calls" if calls else ""))
     lines.append(f"total generate/API calls if nothing is cached: {total_calls}")
     return "\n".join(lines)
+
+
+def _n_reps(readout: str, stimset: StimulusSet, options: dict[str, Any]) -> int:
+    """Trials per stimulus as the readout will run them (it may multiply by permutations)."""
+    from .readouts.registry import get_readout
+
+    try:
+        return int(getattr(get_readout(readout)(stimset, **options), "n_reps", options.get("n_reps", 1)))
+    except (TypeError, ValueError):
+        return int(options.get("n_reps", 1))
 
 
 def _call_scorer(fn: Callable, records, stimset, recipe: Recipe):
@@ -181,7 +191,8 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
                 continue
             if not dist.is_main:
                 continue
-            scores = _call_scorer(get_scorer(task.scoring), tr.records, stimset, recipe)
+            scored = tr.records if task.all_reps else per_stimulus(tr.records)
+            scores = _call_scorer(get_scorer(task.scoring), scored, stimset, recipe)
             result.scores[task.task_id] = scores
             intervals[task.task_id] = {"version": stimset.version, "readout": readout,
                                        "stimulus_set_sha256": stimset.sha256,
@@ -193,7 +204,7 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
                 close(figs)
         if track:
             run.log_battery(intervals=intervals, recipe=recipe.resolved(), recipe_sha256=recipe.sha256,
-                            stimulus_sets={t: s.sha256 for t, s in stimsets.items()})
+                            stimulus_sets={t: s.sha256 for t, s in stimsets.items() if not s.unavailable})
     return result
 
 

@@ -130,6 +130,18 @@ def test_malformed_json_retried_then_terminal(provider, server):
     assert gen.text is None and gen.error.startswith("malformed_json:")
 
 
+def test_unexpected_failure_is_a_null_not_an_exception(server, monkeypatch):
+    adapter = make("openai", server)
+
+    def broken(payload):
+        raise RuntimeError(f"bug while reading a reply sent with {KEY}")
+
+    monkeypatch.setattr(adapter, "_read", broken)
+    gen = adapter.generate(IMAGE, PROMPT, SETTINGS)
+    assert gen.text is None and gen.error.startswith("unexpected: RuntimeError")
+    assert KEY not in gen.error and len(server.requests) == 1
+
+
 def test_gemini_blocked_prompt_is_terminal(server):
     server.script(Blocked(), Reply())
     gen = make("google", server).generate(IMAGE, PROMPT, SETTINGS)
@@ -210,6 +222,9 @@ def test_key_never_leaks(server, caplog, monkeypatch):
 def test_check_errors(server, monkeypatch):
     with pytest.raises(ModelError, match="provider"):
         build_adapter(ModelSpec(id="x", source="api", name="acme/model"))
+    with pytest.raises(ModelError, match="api_key_env") as err:
+        build_adapter(ModelSpec(id="x", source="api", name="openai/gpt-4o", options={"api_key": KEY}))
+    assert KEY not in str(err.value)
     with pytest.raises(ModelError, match="base_url"):
         build_adapter(ModelSpec(id="x", source="api", name="openai-compatible/llava"))
     monkeypatch.delenv("GEMINI_API_KEY")

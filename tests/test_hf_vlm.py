@@ -122,7 +122,7 @@ def test_identity_without_loading_weights(model_dirs, tmp_path):
     adapter = build_adapter(spec)
     fp, version = adapter.fingerprint, adapter.model_version
     assert adapter._model is None  # check, fingerprint and model_version loaded nothing
-    assert fp["dtype"] == "bfloat16" and fp["processor_kwargs"] == {"max_pixels": 12544}
+    assert fp["dtype"] == "bfloat16" and fp["options"] == {"processor_kwargs": {"max_pixels": 12544}}
     assert version.startswith(f"{spec.name}@local-")
     # Changing the model dir changes its identity.
     copy = tmp_path / "copy"

@@ -24,8 +24,10 @@ Output budget: ``options.max_tokens`` (size it for thinking tiers), else the rea
 
 Failures never leave the battery: 429, 408, 5xx (incl. Anthropic's 529), timeouts, dropped
 connections and malformed bodies are retried with capped exponential backoff and jitter
-(``Retry-After`` honoured up to the cap); other 4xx fail at once. A terminal failure returns
-``Generation(text=None, error="<code>: <detail>")``, e.g. ``http_500: ...``, ``timeout: ...``.
+(``Retry-After`` honoured up to the cap); other 4xx, a Gemini reply with no candidates (blocked
+prompt) and any unexpected error fail at once. A terminal failure returns
+``Generation(text=None, error="<code>: <detail>")``, e.g. ``http_500: ...``, ``timeout: ...``,
+``unexpected: ...``; the prompt readouts record it as ``null:api_error:<code>``.
 
 Secrets: keys are read from the environment at request time and never stored on the adapter; they
 appear in no fingerprint, model_version, repr, log message or error text (vendor error bodies are
@@ -122,6 +124,9 @@ class APIModel:
         if self.provider not in PROVIDERS or not self.model:
             raise ModelError(f"model {s.id!r}: api name {s.name!r} must be <provider>/<model> with "
                              f"provider one of {sorted(PROVIDERS)}")
+        if "api_key" in s.options:
+            raise ModelError(f"model {s.id!r}: API keys are read only from the environment; name "
+                             f"the variable with options.api_key_env instead of options.api_key")
         unknown = set(s.options) - ANSWER_OPTIONS - RUNTIME_OPTIONS
         if unknown:
             raise ModelError(f"model {s.id!r}: unknown api option(s) {sorted(unknown)}; known: "
@@ -249,7 +254,10 @@ class APIModel:
             with urllib.request.urlopen(req, timeout=float(self.options["timeout_s"])) as resp:
                 raw = resp.read()
         except urllib.error.HTTPError as e:
-            detail = self._scrub(e.read().decode("utf-8", "replace"))
+            try:
+                detail = self._scrub(e.read().decode("utf-8", "replace"))
+            except (OSError, http.client.HTTPException):
+                detail = ""
             if e.code in RETRY_STATUS:
                 retry_after = e.headers.get("retry-after")
                 try:
@@ -305,6 +313,8 @@ class APIModel:
                          "total_tokens": u.get("totalTokenCount")}
         except (KeyError, IndexError, TypeError, AttributeError) as e:
             raise _Retryable("malformed_json", f"unexpected response shape ({type(e).__name__}: {e})") from None
+        if not isinstance(text, str):
+            raise _Retryable("malformed_json", f"answer text is a {type(text).__name__}")
         return text, {k: int(v) for k, v in usage.items() if isinstance(v, (int, float))}
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
@@ -328,15 +338,19 @@ class APIModel:
                 return Generation(text=None, latency_s=time.perf_counter() - t0,
                                   error=f"{e.code}: {e.detail}")
             except _Retryable as e:
-                if attempt + 1 == attempts:
-                    log.warning("%s: %s after %d attempts, giving up", self.spec.id, e.code, attempts)
-                    return Generation(text=None, latency_s=time.perf_counter() - t0,
-                                      error=f"{e.code}: {e.detail} (after {attempts} attempts)")
-                wait = self._backoff(attempt, e.retry_after)
-                log.warning("%s: %s (attempt %d/%d), retrying in %.2f s", self.spec.id, e.code,
+                last, latency = e, time.perf_counter() - t0
+            except Exception as e:  # noqa: BLE001 - a failed call must stay a null trial, never abort
+                log.warning("%s: unexpected %s, not retried", self.spec.id, type(e).__name__)
+                return Generation(text=None, latency_s=time.perf_counter() - t0,
+                                  error=f"unexpected: {type(e).__name__}: {self._scrub(str(e))}")
+            if attempt + 1 < attempts:
+                wait = self._backoff(attempt, last.retry_after)
+                log.warning("%s: %s (attempt %d/%d), retrying in %.2f s", self.spec.id, last.code,
                             attempt + 1, attempts, wait)
                 self._sleep(wait)
-        raise AssertionError("unreachable")
+        log.warning("%s: %s after %d attempts, giving up", self.spec.id, last.code, attempts)
+        return Generation(text=None, latency_s=latency,
+                          error=f"{last.code}: {last.detail} (after {attempts} attempts)")
 
     def generate_many(self, images: list[Image.Image], prompts: list[str],
                       settings: dict[str, Any]) -> list[Generation]:

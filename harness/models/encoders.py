@@ -74,13 +74,17 @@ class TorchEncoder:
         weights = f"[{s.weights}]" if s.weights else ""
         return f"{s.ref}{weights}{rev}"
 
+    @property
+    def torch_dtype(self):
+        import torch
+
+        # "auto": the weights' own precision for encoders is float32
+        return torch.float32 if self.spec.dtype == "auto" else getattr(torch, self.spec.dtype)
+
     def load(self):
         if self._model is None:
-            import torch
-
             model, self._transform = self._load()
-            dtype = getattr(torch, self.spec.dtype)
-            self._model = model.to(self.device, dtype=dtype).eval()
+            self._model = model.to(self.device, dtype=self.torch_dtype).eval()
         return self._model
 
     def to(self, device: str) -> "TorchEncoder":
@@ -99,7 +103,7 @@ class TorchEncoder:
         import torch
 
         model = self.load()
-        dtype = getattr(torch, self.spec.dtype)
+        dtype = self.torch_dtype
         out = []
         bs = max(1, self.spec.batch_size)
         with torch.inference_mode():

@@ -7,13 +7,15 @@ own generation config supplies everything else (e.g. a repetition penalty it shi
 
 Batches are left-padded so every row's answer starts at the same column; rows are independent
 (attention masks), so a batch answers as its items would alone, up to floating-point summation
-order in half precision. Latency per item is the batch's wall time divided by its size.
+order in half precision (set ``batch_size: 1`` for a model whose processor cannot batch). Latency
+per item is the batch's wall time divided by its size.
 
 Spec fields: ``revision`` (hub commit, recorded as ``model_version = name@revision``),
 ``dtype`` (float32 | bfloat16 | float16 | auto), ``batch_size``. Options:
-``device_map`` (e.g. "auto", for models larger than one GPU; the runner's device is then
-ignored), ``processor_kwargs`` (e.g. Qwen2-VL ``min_pixels``/``max_pixels``; they change what the
-model sees, so they are part of the fingerprint), ``attn_implementation``.
+``device_map`` (e.g. "auto", for models larger than one GPU; accelerate places the layers and
+``to(device)`` is then a no-op), ``processor_kwargs`` (e.g. Qwen2-VL ``min_pixels``/``max_pixels``:
+they change what the model sees, so they are part of the fingerprint), ``attn_implementation``,
+``generation`` (the recipe's generation settings; they reach the model through the readout).
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from PIL import Image
 from .base import Generation, ModelError, ModelSpec
 
 ADAPTER_VERSION = "1"  # bump when the prompt assembly or decoding changes
-# ``generation`` holds the recipe's generation settings, which reach the model through the readout.
 OPTIONS = {"device_map", "processor_kwargs", "attn_implementation", "generation"}
 DTYPES = {"float32", "bfloat16", "float16", "auto"}
 DEFAULT_MAX_NEW_TOKENS = 40
@@ -115,7 +116,8 @@ class HFVLM:
 
         s = self.spec
         fp = {"source": s.source, "name": s.name, "revision": s.revision, "dtype": s.dtype,
-              "processor_kwargs": s.options.get("processor_kwargs", {}),
+              # placement (device_map) and the readout's settings (generation) are not the model
+              "options": {k: v for k, v in s.options.items() if k not in ("device_map", "generation")},
               "adapter": f"hf-vlm/{ADAPTER_VERSION}",
               "transformers": importlib.metadata.version("transformers")}
         if self._local is not None:

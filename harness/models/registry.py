@@ -17,6 +17,7 @@ SOURCES: dict[str, str] = {
     "hf": "harness.models.encoders:HFVisionEncoder",
     "hf-vlm": "harness.models.hf_vlm:HFVLM",
     "api": "harness.models.api:APIModel",
+    "cnn": "harness.models.regressors:CNNRegressor",
 }
 
 

@@ -26,9 +26,11 @@ Options:
   adapter), with ``extractor_settings`` (default: the paper's GPT-4 settings).
 
 A response is the extracted answer (an option string, a number, or a short text); invalid ones are
-``null:<why>`` (see :mod:`harness.readouts.extract`). ``extras`` keeps the prompt, the answer text
-after the prompt echo was cut, the extractor's output (LLM extractor only), ``valid`` and
-``correct`` (by the item's rule: exact, or within 5% for HOLF/HOLF-Multi/ChartQA-Human).
+``null:<why>`` (see :mod:`harness.readouts.extract`). ``raw_output`` is the model's text; ``extras``
+keeps the answer text after the prompt echo was cut, the extractor's output (LLM extractor only),
+``valid`` and ``correct`` (by the item's rule: exact, or within 5% for HOLF/HOLF-Multi/ChartQA-Human).
+The prompt itself is not stored per trial: it is the hashed task template filled by these settings
+(:meth:`Chart6Readout.item_prompt` rebuilds it).
 """
 
 from __future__ import annotations
@@ -120,7 +122,8 @@ class Chart6Readout(Readout):
         if o["seed"] is None:
             o["seed"] = stimset.seed
         if o["choice_order"] not in ("paper", "reversed"):
-            raise ValueError(f"{task}: choice_order must be 'paper' or 'reversed', not {o['choice_order']!r}")
+            raise ValueError(f"{task}: choice_order must be 'paper' or 'reversed', "
+                             f"not {o['choice_order']!r}")
         if o["extractor"] not in ("rule", "llm"):
             raise ValueError(f"{task}: extractor must be 'rule' or 'llm', not {o['extractor']!r}")
         if (o["extractor"] == "llm") != (o["extractor_model"] is not None):
@@ -186,7 +189,7 @@ class Chart6Readout(Readout):
         generations = generate_all(model, images, prompts, self.generation_settings(self.rep))
         out = []
         for stimulus, prompt, gen in zip(batch, prompts, generations):
-            extras: dict[str, Any] = {"prompt": prompt}
+            extras: dict[str, Any] = {}
             if gen.error is not None:
                 parsed = Parsed(None, api_error_status(gen.error))
                 extras["error"] = gen.error

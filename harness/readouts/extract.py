@@ -6,9 +6,10 @@ floating-point value, strings around it ("$" in "$3.27", "cm" in "4cm") removed.
 apply those criteria to the model's own text, after cutting an echoed prompt (LLaVA-1.5 often
 repeats its input; the paper excised it too):
 
-- **choice**: the options mentioned in the response, each matched after :func:`normalise` on
-  character boundaries ("1 to 1" is not inside "1 to 10"; "2" is not inside "2.5"); a mention
-  inside a longer mentioned option does not count. Exactly one option -> that option; several ->
+- **choice**: the options mentioned in the response, both sides normalised (case, quotes,
+  thousands separators, spacing, final full stop: :func:`harness.stimuli.chart6.normalise_text`),
+  matched on character boundaries ("1 to 1" is not inside "1 to 10"; "2" is not inside "2.5");
+  a mention inside a longer mentioned option does not count. Exactly one option -> that option; several ->
   ``null:multiple_options``. None -> if the response holds exactly one number and exactly one
   single-number option has that value ("50.24 dollars" for "$50.24"), that option, else
   ``null:no_option``. A bare letter ("B") names an option only where the option *is* that letter
@@ -33,23 +34,14 @@ the adapter is called with ``image=None``. GGR's numeric items use the continuou
 from __future__ import annotations
 
 import re
-import unicodedata
 from typing import Any, Sequence
 
+from ..stimuli.chart6 import normalise_text as normalise
 from .parse import OK, Parsed, null, numbers
 
 # -- normalisation and prompt echoes -------------------------------------------------------------
 
-_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2212": "-"})
-_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _LEAD_MARKERS = re.compile(r"^(?:(?:answer|assistant|extracted answer)\s*:\s*)+", re.IGNORECASE)
-
-
-def normalise(text: str) -> str:
-    """Lower case, straight quotes, no thousands separators, single spaces, no final full stop."""
-    text = unicodedata.normalize("NFKC", str(text)).translate(_QUOTES).lower()
-    text = _THOUSANDS.sub("", text)
-    return " ".join(text.split()).rstrip(".").strip()
 
 
 def excise_prompt(text: str, prompt: str) -> str:
@@ -113,7 +105,7 @@ def extract_number(text: str | None) -> Parsed:
     """A single number, units, currency and percent signs ignored."""
     if text is None or not text.strip():
         return null("empty")
-    values = list(dict.fromkeys(n.value for n in numbers(text.translate(_QUOTES))))
+    values = list(dict.fromkeys(n.value for n in numbers(normalise(text))))
     if not values:
         return null("no_number")
     if len(values) > 1:

@@ -13,6 +13,7 @@ READOUTS: dict[str, str] = {
     "prompt_label": "harness.readouts.prompt:PromptLabel",
     "prompt_number": "harness.readouts.prompt:PromptNumber",
     "chart6": "harness.readouts.chart6:Chart6Readout",
+    "regression": "harness.readouts.regression:RegressionReadout",
 }
 
 

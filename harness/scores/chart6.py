@@ -77,7 +77,7 @@ class ItemTable:
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    out = np.full(len(num), np.nan)
+    out = np.full(np.shape(num), np.nan)
     np.divide(num, den, out=out, where=den > 0)
     return out
 
@@ -85,6 +85,9 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 def item_table(records: list[dict], stimset: StimulusSet) -> ItemTable:
     test = stimset.test
     index = {s.stimulus_id: i for i, s in enumerate(test)}
+    if any(int(r["rep"]) < 0 for r in records):
+        raise ValueError(f"{stimset.task_id}: CHART-6 scores need one record per presentation, "
+                         f"not repetitions combined into one (rep -1)")
     n_reps = 1 + max((int(r["rep"]) for r in records), default=0)
     reps = np.full((n_reps, len(test)), np.nan)
     answers: list[list[Any]] = [[] for _ in test]
@@ -99,13 +102,9 @@ def item_table(records: list[dict], stimset: StimulusSet) -> ItemTable:
         valid = r["parse_status"] == "ok"
         reps[rep, i] = float(valid and is_correct(test[i], r["response"]))
         answers[i].append(r["response"] if valid else None)
-    seen = ~np.isnan(reps)
-    valid_count = np.zeros(len(test), int)
-    for r in records:
-        if r["parse_status"] == "ok":
-            valid_count[index[r["stimulus_id"]]] += 1
-    return ItemTable(ids=[s.stimulus_id for s in test], total=seen.sum(axis=0),
-                     valid=valid_count, correct=np.nansum(reps, axis=0).astype(int),
+    n_valid = np.array([sum(a is not None for a in item) for item in answers], dtype=int)
+    return ItemTable(ids=[s.stimulus_id for s in test], total=(~np.isnan(reps)).sum(axis=0),
+                     valid=n_valid, correct=np.nansum(reps, axis=0).astype(int),
                      reps=reps, answers=answers)
 
 
@@ -154,8 +153,8 @@ def split_half(matrix: np.ndarray, n_splits: int = N_SPLITS, seed: int = 0) -> n
     half = np.zeros((n_splits, units))
     np.put_along_axis(half, order[:, : units // 2], 1.0, axis=1)
     n_a, n_b = half @ seen, (1 - half) @ seen
-    mean_a = _ratio2(half @ values, n_a)
-    mean_b = _ratio2((1 - half) @ values, n_b)
+    mean_a = _ratio(half @ values, n_a)
+    mean_b = _ratio((1 - half) @ values, n_b)
     both = (n_a > 0) & (n_b > 0)
     w = both.astype(float)
     k = w.sum(axis=1, keepdims=True)
@@ -177,12 +176,6 @@ def split_half_reliability(matrix: np.ndarray, n_splits: int = N_SPLITS, seed: i
     draws = split_half(matrix, n_splits, seed)
     lo, hi = percentile_ci(draws)
     return float(np.nanmean(draws)) if np.isfinite(draws).any() else float("nan"), lo, hi
-
-
-def _ratio2(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    out = np.full(num.shape, np.nan)
-    np.divide(num, den, out=out, where=den > 0)
-    return out
 
 
 def answer_agreement(answers: Sequence[Sequence[Any]]) -> float:
@@ -353,7 +346,7 @@ def model_difference_test(correct: Sequence, model: Sequence, item: Sequence) ->
     family = sm.families.Binomial()
     full = sm.GLM(endog, np.hstack([x_item, x_model]), family=family).fit()
     null = sm.GLM(endog, x_item, family=family).fit()
-    lr = max(0.0, 2 * (full.llf - null.llf))
+    lr = max(0.0, float(2 * (full.llf - null.llf)))
     df = len(models) - 1
     return LRTest(lr, df, float(stats.chi2.sf(lr, df)),
                   "binomial GLM with fixed item intercepts, with vs without model terms "
@@ -384,7 +377,7 @@ def interaction_test(value: Sequence[float], agent: Sequence, factor: Sequence,
         reduced = smf.mixedlm("value ~ C(agent) + C(factor)", df, groups=df["item"]).fit(reml=False)
     converged = bool(full.converged and reduced.converged
                      and not any(issubclass(w.category, ConvergenceWarning) for w in caught))
-    lr = max(0.0, 2 * (full.llf - reduced.llf))
+    lr = max(0.0, float(2 * (full.llf - reduced.llf)))
     dof = len(full.fe_params) - len(reduced.fe_params)
     return LRTest(lr, dof, float(stats.chi2.sf(lr, dof)),
                   "linear mixed model (ML), random item intercepts: agent*factor vs agent+factor",

@@ -101,8 +101,9 @@ class Stimulus:
                 h.update(png_bytes(part))
             h.update(
                 json.dumps(
+                    # item text is part of what a model sees (CHART-6 questions and options)
                     [self.stimulus_id, self.ground_truth, self.human_target, self.option_order,
-                     self.manipulated_value],
+                     self.manipulated_value, self.meta.get("question"), self.meta.get("options")],
                     sort_keys=True,
                     default=str,
                 ).encode()

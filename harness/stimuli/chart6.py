@@ -8,6 +8,8 @@ Table 1 maps each test's own categories onto these).
 Sources and their caveats (see each folder's SOURCE.md):
 
 - GGR (13), VLAT (53), HOLF (384): the Fan lab's item files (``questions.csv``), images included.
+  Task categories follow Table 1 from each file's own category; this agrees with the lab's
+  CogSci-2025 table for all 66 items but GGR item 13 ("level_3" here, value identification there).
 - CALVI (60): reVISit images; the question text is the Fan-lab wording ``question_cogsci2025``, the
   one the lab's human sample saw (T15 reads "Apr to Aug" there and "Apr to Jul" in reVISit; its
   answer is the same under both). CALVI has no original task categories or graph types in any
@@ -21,15 +23,16 @@ Sources and their caveats (see each folder's SOURCE.md):
   ``holf-multi/responses.csv`` and ``chartqa-human/responses.csv`` (columns ``participant_id,
   question, image_file, response``). Without them the task is returned with ``unavailable`` set.
   ChartQA-Human's ``generated_source`` column is unreliable (SOURCE.md) and is not used.
-  85 of its 125 answers are numbers; the other 40 ("Yes", "UK", "2015/16", ...) are scored by
-  ChartQA's convention, exact match after normalisation.
+  The paper describes ChartQA-Human as numeric items only, but 31 of these 125 answers are not
+  numbers ("Yes", "UK", "2015/16", ...); they are kept and scored by ChartQA's own convention,
+  exact match after normalisation (the other 94 by relaxed accuracy).
 
 Human reference (``StimulusSet.human``; per-item proportion correct also as ``human_target``):
 
 - GGR, VLAT, CALVI: default sample ``cogsci2025`` (Verma & Fan 2025; ~85 people per item), the only
   one with per-participant 0/1 data, so it also gives the split-half noise ceiling. Its GGR is the
   lab's multiple-choice conversion of the numeric items. ``human_sample='cogsci2024_math_2_1'`` or
-  ``'cogsci2024_math_3'`` selects a CogSci-2024 group instead (GGR/VLAT; per-item only, GGR item 13
+  ``'cogsci2024_math_3'`` selects a CogSci-2024 group instead (GGR/VLAT; per-item only, GGR item 9
   has no row there, so no ceiling). None of these is CHART-6's own sample (that is on OSF).
 - HOLF: the davinci-2023 raw trials (542 people, 10-15 per item), scored by the same 5% relaxed
   rule as models (the paper applies one standard to both). HOLF's second human source, the
@@ -47,6 +50,8 @@ import csv
 import json
 import math
 import os
+import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -178,9 +183,15 @@ def as_number(text: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
+_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2212": "-"})
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+
+
 def normalise_text(text: str) -> str:
-    """Case, curly quotes, spacing and a final full stop do not distinguish two text answers."""
-    text = str(text).replace("\u2019", "'").replace("\u2018", "'").lower()
+    """What does not distinguish two answers: case, curly quotes, Unicode forms, thousands
+    separators, spacing and a final full stop."""
+    text = unicodedata.normalize("NFKC", str(text)).translate(_QUOTES).lower()
+    text = _THOUSANDS.sub("", text)
     return " ".join(text.split()).rstrip(".").strip()
 
 

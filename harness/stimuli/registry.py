@@ -24,6 +24,9 @@ class TaskSpec:
     battery: str
     description: str
     defaults: dict[str, Any] = field(default_factory=dict)
+    # scorers of tasks whose protocol scores every presentation (CHART-6: per-item proportion
+    # correct, test-retest) get all repetitions; the others get one aggregated record per stimulus
+    all_reps: bool = False
 
     @property
     def principle(self) -> str:
@@ -81,6 +84,7 @@ TASKS: dict[str, TaskSpec] = {
             readouts={"generate": "chart6"},
             scoring="chart6",
             battery="chart6",
+            all_reps=True,
             description="CHART-6 GGR graph literacy, 13 items (9 numeric, 4 multiple choice), exact match",
         ),
         TaskSpec(
@@ -89,6 +93,7 @@ TASKS: dict[str, TaskSpec] = {
             readouts={"generate": "chart6"},
             scoring="chart6",
             battery="chart6",
+            all_reps=True,
             description="CHART-6 VLAT, 53 multiple-choice items on 12 chart types",
         ),
         TaskSpec(
@@ -97,6 +102,7 @@ TASKS: dict[str, TaskSpec] = {
             readouts={"generate": "chart6"},
             scoring="chart6",
             battery="chart6",
+            all_reps=True,
             description="CHART-6 CALVI, 60 multiple-choice items, 45 on misleading charts",
         ),
         TaskSpec(
@@ -105,6 +111,7 @@ TASKS: dict[str, TaskSpec] = {
             readouts={"generate": "chart6"},
             scoring="chart6",
             battery="chart6",
+            all_reps=True,
             description="CHART-6 HOLF, 384 numeric items on 64 bar charts, relaxed accuracy (within 5%)",
         ),
         TaskSpec(
@@ -113,6 +120,7 @@ TASKS: dict[str, TaskSpec] = {
             readouts={"generate": "chart6"},
             scoring="chart6",
             battery="chart6",
+            all_reps=True,
             description="CHART-6 HOLF-Multi, 216 numeric items on bar/line/scatter charts (data from OSF)",
         ),
         TaskSpec(
@@ -121,7 +129,22 @@ TASKS: dict[str, TaskSpec] = {
             readouts={"generate": "chart6"},
             scoring="chart6",
             battery="chart6",
+            all_reps=True,
             description="CHART-6 ChartQA-Human, 125 ChartQA test items, relaxed accuracy (images from ChartQA)",
+        ),
+        *(
+            TaskSpec(
+                task_id=f"ratio.chart.{gen}_type{t}",
+                builder=f"harness.stimuli.bars.tasks:build_{gen}",
+                readouts={"predict": "regression", "embed": "ridge", "generate": "prompt_number"},
+                scoring="mlae_vs_humans",
+                battery="bars",
+                description=(f"Cleveland-McGill position-length type {t}, smaller/larger marked bar; "
+                             + ("GRAPE 150x150 standard charts, IID + 9 OOD perturbations"
+                                if gen == "grape" else "Haehn 100x100 binary, label-disjoint splits")),
+                defaults={"chart_type": t},
+            )
+            for gen in ("grape", "haehn") for t in range(1, 6)
         ),
     ]
 }

@@ -185,3 +185,31 @@ class RecordStore:
             f.write(payload)
             f.flush()
             os.fsync(f.fileno())
+
+
+def per_stimulus(records: list[dict]) -> list[dict]:
+    """One record per stimulus: repetitions combined as the paper does (majority vote for
+    choices, counts and labels; mean for scalars; see ``aggregate_reps``). With one repetition
+    this is the identity. The combined record keeps rep 0's fields, with ``rep`` = -1 marking
+    an aggregate, and lists the per-rep responses in ``extras.rep_responses``."""
+    from ..readouts.parse import aggregate_reps
+
+    groups: dict[str, list[dict]] = {}
+    for r in records:
+        groups.setdefault(r["stimulus_id"], []).append(r)
+    out = []
+    for recs in groups.values():
+        if len(recs) == 1:
+            out.append(recs[0])
+            continue
+        recs = sorted(recs, key=lambda r: r["rep"])
+        agg = aggregate_reps([r["response"] for r in recs], recs[0]["response_space"])
+        first = dict(recs[0])
+        truth = first["ground_truth"]
+        first.update(response=agg.value if agg.ok else None, parse_status=agg.status,
+                     correct=(None if not agg.ok or first["response_space"] == "scalar"
+                              else agg.value == truth),
+                     extras={**(first.get("extras") or {}),
+                             "rep_responses": [r["response"] for r in recs]})
+        out.append(first)
+    return out

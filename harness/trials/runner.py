@@ -23,7 +23,7 @@ from .records import RecordStore, cache_key, make_record, trial_id
 class CountingAdapter:
     """Wraps an adapter, counting capability calls, loading weights only on first use."""
 
-    CALLS = ("embed", "generate", "predict")
+    CALLS = ("embed", "generate", "generate_many", "predict")
 
     def __init__(self, adapter, device: str):
         self.adapter = adapter
@@ -66,7 +66,8 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
     readout_cls = get_readout(readout_name)
     readout = readout_cls(stimset, **readout_options)
     readout.dist = dist
-    n_reps = int(readout_options.get("n_reps", 1))
+    # a readout may multiply repetitions (every montage permutation x n_reps)
+    n_reps = int(getattr(readout, "n_reps", readout_options.get("n_reps", 1)))
     settings = readout.settings
     fp = fingerprint_hash(adapter.fingerprint)
     prompt_hash = stimset.prompt.hash if (stimset.prompt and readout.uses_prompt) else None

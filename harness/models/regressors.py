@@ -1,0 +1,443 @@
+"""``cnn:`` bar-chart regressors trained from scratch, with the ``predict`` capability.
+
+Architectures (``ModelSpec.name``):
+- ``lenet``: Haehn et al.'s LeNet: conv 5x5 (20) - ReLU - maxpool 2 - dropout 0.2 - conv 5x5
+  (50) - ReLU - maxpool 2 - dropout 0.2 - dense 256 - ReLU - dropout 0.5 - linear output.
+  Options reshape it within that pattern: ``conv`` (filters per block, any number of blocks),
+  ``kernel``, ``batchnorm`` (after each conv), ``stride`` (of the first conv), ``hidden``.
+- ``mlp``: Haehn's MLP: flattened pixels - dense 256 - ReLU - dropout 0.5 - linear output.
+- any timm architecture (``vgg19``, ``resnet152`` ...), built with ``pretrained=False``,
+  ``num_classes=1`` and the data's channel count; GRAPE resized charts to 224 x 224 for these
+  (``input_size``, default 224 for timm models, native size otherwise).
+
+Training (GRAPE sections IV-V; Haehn's driver): MSE on targets in [0, 1] (the ratio itself; no
+label rescaling is needed), AdamW (``lr`` 1e-4, ``weight_decay`` 0.01) or SGD with momentum 0.9
+(Nesterov by default), batch 32, gradient-norm clip 10, up to ``max_epochs`` with early stopping
+when the validation loss has not improved for ``patience`` epochs, the best epoch's weights
+restored. Pixels are scaled to [0, 1] and centred (-0.5, Haehn); ``noise_std`` adds Gaussian
+noise during training (GRAPE: 0.025; GRAPE also adds it at test time, which would make
+predictions random, so here it is training-only). ``kfold`` = k trains k models on k folds of
+train + val (each fold once the validation set) and predicts their mean. ``max_train_seconds``
+stops after the epoch that exceeds a time budget.
+
+Data arrive as uint8 arrays (n, H, W) or (n, H, W, C) through a :class:`TrainingData` (GRAPE's
+mask variant: 4 channels, the fourth the target-bar mask). Devices go through accelerate: one
+process on a CPU or one GPU, data-parallel (DDP) when launched on several; only the main process
+writes checkpoints. Checkpoints are ``torch.save`` dicts of tensors and plain values, read back
+with ``torch.load(weights_only=True)``. ``history`` holds per-epoch train/val loss per fold.
+Grad-CAM (Selvaraju et al.; GRAPE section VI) maps the output's gradient onto the last
+convolutional feature map.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+from PIL import Image
+
+from .base import ModelError, ModelSpec
+
+LOCAL_ARCHS = ("lenet", "mlp")
+DEFAULTS: dict[str, Any] = {
+    "optimizer": "adamw",  # or "sgd" (momentum)
+    "lr": 1e-4,
+    "weight_decay": 0.01,
+    "momentum": 0.9,
+    "nesterov": True,
+    "batch_size": 32,
+    "max_epochs": 100,
+    "patience": 10,
+    "grad_clip": 10.0,
+    "noise_std": 0.0,
+    "input_size": None,  # None: native size (lenet, mlp) or 224 (timm)
+    "kfold": 0,
+    "seed": 0,
+    "max_train_seconds": None,
+    "conv": (20, 50),  # lenet: filters per conv block (conv - [batchnorm] - ReLU - maxpool - dropout)
+    "kernel": 5,  # lenet
+    "batchnorm": False,  # lenet
+    "hidden": 256,  # lenet, mlp
+    "stride": 1,  # lenet: stride of the first convolution
+}
+RUNTIME_OPTIONS = {"num_workers": 0, "device": None}  # change speed or place, never results
+CHECKPOINT_FORMAT = 1
+
+
+class TrainingData(Protocol):
+    """Images and targets for fitting: ``images(idx)`` returns uint8 (len(idx), H, W[, C])."""
+
+    targets: np.ndarray
+
+    def __len__(self) -> int: ...
+
+    def images(self, idx: np.ndarray) -> np.ndarray: ...
+
+
+class ArrayData:
+    """TrainingData over arrays already in memory."""
+
+    def __init__(self, images: np.ndarray, targets: Sequence[float]):
+        self._images = np.asarray(images)
+        self.targets = np.asarray(targets, dtype=np.float32)
+        if len(self._images) != len(self.targets):
+            raise ValueError(f"{len(self._images)} images but {len(self.targets)} targets")
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def images(self, idx: np.ndarray) -> np.ndarray:
+        return self._images[idx]
+
+
+def _to_array(images) -> np.ndarray:
+    if isinstance(images, np.ndarray):
+        return images
+    return np.stack([np.asarray(im) for im in images])
+
+
+def _build_net(name: str, channels: int, height: int, width: int, opts: dict[str, Any]):
+    import torch
+    from torch import nn
+
+    class LeNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            layers, c_in = [], channels
+            for k, c_out in enumerate(int(c) for c in opts["conv"]):
+                stride = int(opts["stride"]) if k == 0 else 1
+                layers += [nn.Conv2d(c_in, c_out, int(opts["kernel"]), stride=stride,
+                                     padding=int(opts["kernel"]) // 2)]
+                layers += [nn.BatchNorm2d(c_out)] if opts["batchnorm"] else []
+                layers += [nn.ReLU(), nn.MaxPool2d(2), nn.Dropout(0.2)]
+                c_in = c_out
+            self.features = nn.Sequential(*layers)
+            with torch.no_grad():
+                n = self.features(torch.zeros(1, channels, height, width)).numel()
+            self.head = nn.Sequential(nn.Flatten(), nn.Linear(n, int(opts["hidden"])), nn.ReLU(),
+                                      nn.Dropout(0.5), nn.Linear(int(opts["hidden"]), 1))
+
+        def forward_features(self, x):
+            return self.features(x)
+
+        def forward_head(self, f):
+            return self.head(f)
+
+        def forward(self, x):
+            return self.head(self.features(x))
+
+    if name == "lenet":
+        return LeNet()
+    if name == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(channels * height * width, int(opts["hidden"])),
+                             nn.ReLU(), nn.Dropout(0.5), nn.Linear(int(opts["hidden"]), 1))
+    import timm
+
+    return timm.create_model(name, pretrained=False, num_classes=1, in_chans=channels)
+
+
+class CNNRegressor:
+    """A regressor from chart pixels to the ratio; weights come from :meth:`fit` or :meth:`load`."""
+
+    capabilities = frozenset({"predict"})
+
+    def __init__(self, spec: ModelSpec):
+        self.spec = spec
+        unknown = set(spec.options) - set(DEFAULTS) - set(RUNTIME_OPTIONS)
+        if unknown:
+            raise ModelError(f"model {spec.id!r}: unknown cnn option(s) {sorted(unknown)}; "
+                             f"known: {sorted({**DEFAULTS, **RUNTIME_OPTIONS})}")
+        self.options = {**DEFAULTS, **{k: v for k, v in spec.options.items() if k in DEFAULTS}}
+        self.runtime = {**RUNTIME_OPTIONS, **{k: v for k, v in spec.options.items() if k in RUNTIME_OPTIONS}}
+        if self.options["optimizer"] not in ("adamw", "sgd"):
+            raise ModelError(f"model {spec.id!r}: optimizer must be 'adamw' or 'sgd', "
+                             f"got {self.options['optimizer']!r}")
+        if self.options["input_size"] is None and spec.name not in LOCAL_ARCHS:
+            self.options["input_size"] = 224
+        self.device: str | None = self.runtime["device"]
+        self.nets: list = []  # one per fold
+        self.input_shape: tuple[int, int, int] | None = None  # channels, height, width of the data
+        self.history: list[list[dict[str, float]]] = []  # per fold, per epoch
+        self.trained_on: str | None = None  # key of the training data (set by fit / load)
+
+    # -- identity
+    def check(self) -> None:
+        if self.spec.name in LOCAL_ARCHS:
+            return
+        import timm
+
+        if not timm.is_model(self.spec.name):
+            raise ModelError(f"model {self.spec.id!r}: {self.spec.name!r} is neither "
+                             f"{' nor '.join(LOCAL_ARCHS)} nor a timm architecture")
+
+    @property
+    def fingerprint(self) -> dict[str, Any]:
+        """Architecture and training recipe; the training data enter through the readout."""
+        import torch
+
+        fp = {"source": self.spec.source, "name": self.spec.name,
+              "options": {k: list(v) if isinstance(v, tuple) else v for k, v in self.options.items()},
+              "torch": torch.__version__.split("+")[0], "format": CHECKPOINT_FORMAT}
+        if self.spec.name not in LOCAL_ARCHS:
+            import timm
+
+            fp["timm"] = timm.__version__
+        return fp
+
+    @property
+    def model_version(self) -> str:
+        h = hashlib.sha256(json.dumps(self.fingerprint, sort_keys=True).encode()).hexdigest()[:12]
+        trained = f"@data:{self.trained_on[:12]}" if self.trained_on else "@untrained"
+        return f"{self.spec.ref}#{h}{trained}"
+
+    def to(self, device: str) -> CNNRegressor:
+        self.device = device
+        self.nets = [net.to(device) for net in self.nets]
+        return self
+
+    # -- tensors
+    def _tensor(self, arr: np.ndarray, device):
+        import torch
+        import torch.nn.functional as F
+
+        x = torch.from_numpy(np.ascontiguousarray(arr))
+        x = x[:, None] if x.ndim == 3 else x.permute(0, 3, 1, 2)
+        x = x.to(device=device, dtype=torch.float32) / 255.0 - 0.5
+        size = self.options["input_size"]
+        if size is not None and tuple(x.shape[-2:]) != (size, size):
+            x = F.interpolate(x, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+        return x
+
+    def _shape_of(self, arr: np.ndarray) -> tuple[int, int, int]:
+        c = 1 if arr.ndim == 3 else arr.shape[3]
+        size = self.options["input_size"]
+        return (c, size, size) if size is not None else (c, arr.shape[1], arr.shape[2])
+
+    def _new_net(self):
+        import torch
+
+        torch.manual_seed(int(self.options["seed"]) + len(self.nets))
+        return _build_net(self.spec.name, *self.input_shape, self.options)
+
+    # -- training
+    def fit(self, train: TrainingData, val: TrainingData | None = None, data_key: str | None = None
+            ) -> list[list[dict[str, float]]]:
+        """Train (k models with ``kfold``); returns and keeps the per-epoch history."""
+        from accelerate import Accelerator
+
+        if len(train) == 0:
+            raise ModelError(f"model {self.spec.id!r}: no training data")
+        self.input_shape = self._shape_of(train.images(np.arange(1)))
+        acc = Accelerator(cpu=self.device == "cpu")
+        k = int(self.options["kfold"])
+        self.nets, self.history = [], []
+        if k >= 2:
+            parts = [train] + ([val] if val is not None else [])
+            rng = np.random.default_rng(int(self.options["seed"]))
+            sizes = [len(p) for p in parts]
+            order = rng.permutation(sum(sizes))
+            fold_of = np.empty(len(order), int)
+            fold_of[order] = np.arange(len(order)) % k
+            pooled = _Pooled(parts)
+            for f in range(k):
+                self._fit_one(acc, _Subset(pooled, np.flatnonzero(fold_of != f)),
+                              _Subset(pooled, np.flatnonzero(fold_of == f)))
+        else:
+            if val is None or len(val) == 0:
+                raise ModelError(f"model {self.spec.id!r}: early stopping needs a validation set")
+            self._fit_one(acc, train, val)
+        self.trained_on = data_key
+        return self.history
+
+    def _fit_one(self, acc, train: TrainingData, val: TrainingData) -> None:
+        import torch
+
+        o = self.options
+        net = self._new_net()
+        if o["optimizer"] == "adamw":
+            opt = torch.optim.AdamW(net.parameters(), lr=float(o["lr"]), weight_decay=float(o["weight_decay"]))
+        else:
+            opt = torch.optim.SGD(net.parameters(), lr=float(o["lr"]), momentum=float(o["momentum"]),
+                                  nesterov=bool(o["nesterov"]), weight_decay=float(o["weight_decay"]))
+        net, opt = acc.prepare(net, opt)
+        gen = torch.Generator().manual_seed(int(o["seed"]) + len(self.nets))
+        rng = np.random.default_rng(int(o["seed"]) + len(self.nets))
+        bs = int(o["batch_size"])
+        best, best_state, stale, history = math.inf, None, 0, []
+        t_start = time.perf_counter()
+        for epoch in range(int(o["max_epochs"])):
+            t0 = time.perf_counter()
+            net.train()
+            order = rng.permutation(len(train))
+            mine = order[acc.process_index::acc.num_processes]  # same batch count on every process
+            mine = mine[:len(order) // acc.num_processes]
+            total, count = 0.0, 0
+            for start in range(0, len(mine), bs):
+                idx = np.sort(mine[start:start + bs])
+                x = self._tensor(train.images(idx), acc.device)
+                if o["noise_std"]:
+                    x = x + float(o["noise_std"]) * torch.randn(x.shape, generator=gen).to(x.device)
+                y = torch.from_numpy(train.targets[idx]).to(acc.device)
+                loss = torch.nn.functional.mse_loss(net(x).squeeze(1), y)
+                opt.zero_grad()
+                acc.backward(loss)
+                if o["grad_clip"]:
+                    acc.clip_grad_norm_(net.parameters(), float(o["grad_clip"]))
+                opt.step()
+                total += float(loss.detach()) * len(idx)
+                count += len(idx)
+            sums = acc.reduce(torch.tensor([total, count], device=acc.device), reduction="sum")
+            train_loss = float(sums[0] / sums[1])
+            val_loss = self._mse(acc, net, val)
+            history.append({"epoch": epoch + 1, "train_loss": train_loss, "val_loss": val_loss,
+                            "seconds": round(time.perf_counter() - t0, 3)})
+            if val_loss < best:
+                best, stale = val_loss, 0
+                best_state = {k: v.detach().cpu().clone() for k, v in acc.unwrap_model(net).state_dict().items()}
+            else:
+                stale += 1
+            budget = o["max_train_seconds"]
+            if stale >= int(o["patience"]) or (budget and time.perf_counter() - t_start > float(budget)):
+                break
+        plain = acc.unwrap_model(net)
+        plain.load_state_dict(best_state)
+        self.nets.append(plain.eval())
+        self.history.append(history)
+
+    def _mse(self, acc, net, data: TrainingData) -> float:
+        import torch
+
+        net.eval()
+        idx = np.arange(len(data))[acc.process_index::acc.num_processes]
+        total = torch.zeros(2, device=acc.device, dtype=torch.float64)
+        with torch.inference_mode():
+            for start in range(0, len(idx), 256):
+                part = idx[start:start + 256]
+                pred = net(self._tensor(data.images(part), acc.device)).squeeze(1)
+                y = torch.from_numpy(data.targets[part]).to(acc.device)
+                total += torch.stack([((pred - y) ** 2).sum().double(),
+                                      torch.tensor(float(len(part)), device=acc.device, dtype=torch.float64)])
+        total = acc.reduce(total, reduction="sum")
+        return float(total[0] / total[1])
+
+    # -- prediction
+    def _ready(self) -> None:
+        if not self.nets:
+            raise ModelError(f"model {self.spec.id!r}: not trained; fit() or load() it first")
+
+    def predict(self, images: Sequence[Image.Image] | np.ndarray) -> np.ndarray:
+        """(n,) predicted ratios (mean over fold models)."""
+        import torch
+
+        self._ready()
+        arr = _to_array(images)
+        if self._shape_of(arr) != self.input_shape:
+            raise ModelError(f"model {self.spec.id!r} was trained on inputs {self.input_shape}, "
+                             f"got {self._shape_of(arr)}")
+        device = self.device or "cpu"
+        out = np.zeros(len(arr), np.float64)
+        with torch.inference_mode():
+            for net in self.nets:
+                net.to(device).eval()
+                for start in range(0, len(arr), 256):
+                    x = self._tensor(arr[start:start + 256], device)
+                    out[start:start + len(x)] += net(x).squeeze(1).double().cpu().numpy()
+        return out / len(self.nets)
+
+    def gradcam(self, images: Sequence[Image.Image] | np.ndarray) -> np.ndarray:
+        """(n, h, w) Grad-CAM maps on the last convolutional feature map (ReLU of the
+        gradient-weighted channel sum, averaged over fold models), not yet resized."""
+        import torch
+
+        self._ready()
+        if not hasattr(self.nets[0], "forward_features"):
+            raise ModelError(f"model {self.spec.id!r}: Grad-CAM needs a convolutional model, "
+                             f"not {self.spec.name!r}")
+        arr = _to_array(images)
+        device = self.device or "cpu"
+        maps = None
+        for net in self.nets:
+            net.to(device).eval()
+            x = self._tensor(arr, device)
+            with torch.enable_grad():
+                feats = net.forward_features(x)
+                feats.retain_grad()
+                out = net.forward_head(feats)
+                out.sum().backward()
+            weights = feats.grad.mean(dim=(2, 3), keepdim=True)
+            cam = torch.relu((weights * feats).sum(dim=1)).detach().cpu().numpy()
+            maps = cam if maps is None else maps + cam
+            net.zero_grad(set_to_none=True)
+        return maps / len(self.nets)
+
+    # -- checkpoints
+    def save(self, path: str | Path) -> None:
+        import torch
+
+        self._ready()
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".part")
+        torch.save({"format": CHECKPOINT_FORMAT, "fingerprint": json.dumps(self.fingerprint, sort_keys=True),
+                    "input_shape": list(self.input_shape), "trained_on": self.trained_on,
+                    "history": self.history, "states": [net.state_dict() for net in self.nets]}, tmp)
+        tmp.replace(path)
+
+    def load(self, path: str | Path) -> CNNRegressor:
+        """Weights from a checkpoint written by :meth:`save` for the same fingerprint."""
+        import torch
+
+        ckpt = torch.load(Path(path), map_location="cpu", weights_only=True)
+        if ckpt.get("format") != CHECKPOINT_FORMAT or \
+                json.loads(ckpt["fingerprint"]) != json.loads(json.dumps(self.fingerprint, sort_keys=True)):
+            raise ModelError(f"{path}: checkpoint was written for a different model or format")
+        self.input_shape = tuple(ckpt["input_shape"])
+        self.nets = []
+        for state in ckpt["states"]:
+            net = self._new_net()
+            net.load_state_dict(state)
+            self.nets.append(net.eval())
+        self.history, self.trained_on = ckpt["history"], ckpt["trained_on"]
+        if self.device:
+            self.to(self.device)
+        return self
+
+
+class _Pooled:
+    """Several TrainingData as one (for k-fold over train + val)."""
+
+    def __init__(self, parts: list[TrainingData]):
+        self.parts = parts
+        self.offsets = np.cumsum([0] + [len(p) for p in parts])
+        self.targets = np.concatenate([p.targets for p in parts])
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
+
+    def images(self, idx: np.ndarray) -> np.ndarray:
+        which = np.searchsorted(self.offsets, idx, side="right") - 1
+        out = None
+        for p in np.unique(which):
+            sel = which == p
+            part = self.parts[p].images(idx[sel] - self.offsets[p])
+            if out is None:
+                out = np.empty((len(idx),) + part.shape[1:], part.dtype)
+            out[sel] = part
+        return out
+
+
+class _Subset:
+    def __init__(self, data: TrainingData, idx: np.ndarray):
+        self.data, self.idx = data, idx
+        self.targets = data.targets[idx]
+
+    def __len__(self) -> int:
+        return len(self.idx)
+
+    def images(self, idx: np.ndarray) -> np.ndarray:
+        return self.data.images(self.idx[idx])

@@ -1,0 +1,336 @@
+"""MLAE for the bar-chart ratio battery: three published forms, Delta-MLAE, tests, Grad-CAM IoU.
+
+Per trial, with truth t and estimate e as fractions, the log absolute error is
+``LAE = log2(100 |e - t| + 1/8)`` (Cleveland & McGill 1984). Its three published summaries:
+
+- ``cleveland_mcgill``: the midmean (interquartile mean) of the LAEs. For n divisible by 4 this
+  is the mean of the sorted values n/4+1 .. 3n/4 (GRAPE's Eq. 1); otherwise the values straddling
+  the quartiles count with the fraction of them inside [n/4, 3n/4] (Tukey's midmean).
+- ``grape``: the plain mean of the per-trial LAEs (GRAPE, bootstrapped 95% CIs).
+- ``haehn``: ``log2(MAE + 0.125)``, MAE = mean of 100 |e - t| over the test set (Haehn et al.,
+  one number per network).
+
+Inputs are fractions (a regressor's ratio) or percents (a prompt model's 0-100 answer); every
+function takes ``scale`` explicitly, and a truth outside the scale's range is an error that
+suggests the other scale. Delta-MLAE (GRAPE Eq. 3) is MLAE(OOD) - MLAE(IID) on paired charts
+(each OOD chart is its IID twin perturbed), i.e. the mean paired LAE difference; the
+"deviation" GRAPE's notebooks plot is the mean absolute paired difference. The normality of the
+LAEs is checked with D'Agostino-Pearson (``scipy.stats.normaltest``), and parameters' deviations
+are compared with Student's t-tests, as GRAPE does.
+
+Human references (StimulusSet.human['references'], loaded from the sources by
+stimuli/bars/humans.py) go in each Score's ``extra``, never in ``ceiling``: people are not an
+upper bound on this task (GRAPE's CNNs beat them IID). ``floor`` is chance: the same MLAE form
+for guesses uniform on [0, 1] over the same truths (mean of ``CHANCE_DRAWS`` seeded draws),
+about 4.7 in Haehn's form as Haehn reports. ``mlae_minus_human`` scores give model minus human
+directly (CI from the model's bootstrap, the human value held fixed).
+
+Grad-CAM IoU (GRAPE Eq. 4): the map is resized bilinearly to the mask (pixel centres aligned,
+like torch's ``align_corners=False``), min-max scaled to 0-255, and its high-intensity region
+``>= GRADCAM_THRESHOLD`` (200, GRAPE's "empirical threshold of 200") compared with the marked
+bars' mask: |T & G| / |T | G|.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+from typing import Any, Literal
+
+import numpy as np
+from scipy import stats
+
+from ..stimuli.bars.render import target_masks
+from ..stimuli.base import StimulusSet, by_id
+from .bootstrap import N_BOOT_DEFAULT, bootstrap
+from .record import Score
+
+Scale = Literal["fraction", "percent"]
+Form = Literal["cleveland_mcgill", "grape", "haehn"]
+OFFSET = 0.125
+CHANCE_DRAWS = 200
+GRADCAM_THRESHOLD = 200
+TTEST_ALPHA = 0.05
+FORMS: dict[str, str] = {
+    "grape": "mean over trials of log2(100|e-t|+1/8) (GRAPE)",
+    "cleveland_mcgill": "midmean over trials of log2(100|e-t|+1/8) (Cleveland & McGill 1984)",
+    "haehn": "log2(mean 100|e-t| + 0.125) (Haehn et al. 2019)",
+}
+SCORE_NAMES = {"grape": "mlae", "cleveland_mcgill": "mlae_midmean", "haehn": "mlae_haehn"}
+# which published human MLAE each form is compared with (same summary form)
+HUMAN_FOR_FORM = {"grape": ("grape_user_study",), "cleveland_mcgill": ("cleveland_mcgill_1984", "heer_bostock_2010")}
+_RANGE = {"fraction": 1.0, "percent": 100.0}
+
+
+def as_fraction(values, scale: Scale, what: str = "values") -> np.ndarray:
+    if scale not in _RANGE:
+        raise ValueError(f"scale must be 'fraction' or 'percent', got {scale!r}")
+    v = np.asarray(values, dtype=np.float64)
+    return v / 100.0 if scale == "percent" else v
+
+
+def _check_truth(truth: np.ndarray, scale: Scale) -> None:
+    hi = _RANGE[scale]
+    if truth.size and (truth.min() < 0 or truth.max() > hi):
+        other = "percent" if scale == "fraction" else "fraction"
+        raise ValueError(f"truth values in [{truth.min():g}, {truth.max():g}] lie outside [0, {hi:g}] "
+                         f"for scale={scale!r}; are they in {other}?")
+
+
+def log_abs_error(estimate, truth, *, scale: Scale) -> np.ndarray:
+    """Per-trial log2(100 |e - t| + 1/8), estimate and truth both on ``scale``."""
+    e, t = as_fraction(estimate, scale), np.asarray(truth, dtype=np.float64)
+    _check_truth(t, scale)
+    t = as_fraction(t, scale)
+    if e.shape != t.shape:
+        raise ValueError(f"estimate shape {e.shape} differs from truth shape {t.shape}")
+    return np.log2(100.0 * np.abs(e - t) + OFFSET)
+
+
+def midmean(values: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Interquartile mean along ``axis``, with fractional weights at the quartiles."""
+    v = np.sort(np.asarray(values, dtype=np.float64), axis=axis)
+    n = v.shape[axis]
+    if n == 0:
+        return np.full(np.delete(v.shape, axis), np.nan)
+    lo, hi = np.arange(n), np.arange(1, n + 1)
+    w = (np.clip(np.minimum(hi, 0.75 * n) - np.maximum(lo, 0.25 * n), 0, None)) / (0.5 * n)
+    return np.moveaxis(v, axis, -1) @ w
+
+
+def _form_stat(form: Form, abs_err_pct: np.ndarray):
+    """Statistic over an index matrix for one MLAE form, from per-trial 100|e-t|."""
+    lae = np.log2(abs_err_pct + OFFSET)
+    if form == "grape":
+        return lambda idx: lae[idx].mean(axis=-1)
+    if form == "cleveland_mcgill":
+        return lambda idx: midmean(lae[idx], axis=-1)
+    if form == "haehn":
+        return lambda idx: np.log2(abs_err_pct[idx].mean(axis=-1) + OFFSET)
+    raise ValueError(f"unknown MLAE form {form!r}; known: {sorted(FORMS)}")
+
+
+def mlae(estimate, truth, *, scale: Scale, form: Form = "grape") -> float:
+    lae_ = log_abs_error(estimate, truth, scale=scale)  # validates
+    abs_pct = np.exp2(lae_) - OFFSET
+    return float(_form_stat(form, abs_pct)(np.arange(len(abs_pct))[None])[0])
+
+
+def mlae_ci(estimate, truth, *, scale: Scale, form: Form = "grape", n_boot: int = N_BOOT_DEFAULT,
+            seed: int = 0) -> tuple[float, float, float]:
+    """(MLAE, 95% CI low, high), percentile bootstrap over trials."""
+    abs_pct = np.exp2(log_abs_error(estimate, truth, scale=scale)) - OFFSET
+    return bootstrap(_form_stat(form, abs_pct), len(abs_pct), n_boot, seed)
+
+
+def chance_mlae(truth, *, scale: Scale, form: Form = "grape", seed: int = 0,
+                draws: int = CHANCE_DRAWS) -> float:
+    """Expected MLAE of guesses uniform on [0, 1] (fractions) for these truths."""
+    t = as_fraction(truth, scale)
+    _check_truth(np.asarray(truth, dtype=np.float64), scale)
+    guesses = np.random.default_rng(seed).random((draws, len(t)))
+    abs_pct = 100.0 * np.abs(guesses - t[None])
+    if form == "grape":
+        return float(np.log2(abs_pct + OFFSET).mean())
+    if form == "cleveland_mcgill":
+        return float(midmean(np.log2(abs_pct + OFFSET), axis=-1).mean())
+    return float(np.log2(abs_pct.mean(axis=-1) + OFFSET).mean())
+
+
+def paired_delta(lae_ood: np.ndarray, lae_iid: np.ndarray, n_boot: int = N_BOOT_DEFAULT, seed: int = 0,
+                 absolute: bool = False) -> tuple[float, float, float]:
+    """Delta-MLAE (mean of lae_ood - lae_iid over pairs) or, ``absolute``, the deviation
+    (mean |difference|), with a bootstrap over the pairs."""
+    d = np.asarray(lae_ood, float) - np.asarray(lae_iid, float)
+    if absolute:
+        d = np.abs(d)
+    return bootstrap(lambda idx: d[idx].mean(axis=-1), len(d), n_boot, seed)
+
+
+def normality(lae: np.ndarray) -> tuple[float, float]:
+    """D'Agostino-Pearson K^2 statistic and p-value of the LAEs (needs n >= 8)."""
+    res = stats.normaltest(np.asarray(lae, float))
+    return float(res.statistic), float(res.pvalue)
+
+
+def deviation_ttests(deviations: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """Student's t-test (equal variances) of per-chart deviations for every pair of parameters."""
+    out = []
+    for a, b in combinations(sorted(deviations), 2):
+        res = stats.ttest_ind(deviations[a], deviations[b], equal_var=True)
+        out.append({"a": a, "b": b, "t": float(res.statistic), "p": float(res.pvalue),
+                    "df": int(len(deviations[a]) + len(deviations[b]) - 2)})
+    return out
+
+
+def resize_bilinear(image: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """Bilinear resize of a 2-D map with pixel centres aligned (align_corners=False)."""
+    image = np.asarray(image, dtype=np.float64)
+    out = image
+    for axis, size in enumerate(shape):
+        n = image.shape[axis]
+        pos = np.clip((np.arange(size) + 0.5) * n / size - 0.5, 0, n - 1)
+        i0 = np.floor(pos).astype(int)
+        i1 = np.minimum(i0 + 1, n - 1)
+        w = pos - i0
+        a, b = np.take(out, i0, axis=axis), np.take(out, i1, axis=axis)
+        w = w.reshape([-1 if k == axis else 1 for k in range(out.ndim)])
+        out = a * (1 - w) + b * w
+    return out
+
+
+def gradcam_iou(heatmap: np.ndarray, mask: np.ndarray, threshold: int = GRADCAM_THRESHOLD) -> float:
+    """IoU of the Grad-CAM high-intensity region with a boolean target mask (GRAPE Eq. 4)."""
+    mask = np.asarray(mask, bool)
+    h = resize_bilinear(heatmap, mask.shape)
+    span = h.max() - h.min()
+    scaled = (h - h.min()) / span * 255.0 if span > 0 else np.zeros_like(h)
+    region = scaled >= threshold
+    union = np.logical_or(region, mask).sum()
+    return float(np.logical_and(region, mask).sum() / union) if union else 0.0
+
+
+# -- the scorer ------------------------------------------------------------------------------------
+
+def _response_scale(record: dict[str, Any]) -> Scale:
+    # A prompt model answered the task prompt, which asks for a percentage (0-100); readouts
+    # without a prompt (regression, ridge) return the ratio itself.
+    return "percent" if record.get("prompt_id") else "fraction"
+
+
+def _level_key(level: Any) -> str:
+    return str(level)
+
+
+def _human_for(refs: dict[str, Any], form: str, parameter: str | None, level: Any) -> dict[str, Any]:
+    out = {}
+    for key in HUMAN_FOR_FORM.get(form, ()):
+        ref = refs.get(key)
+        if ref is None:
+            continue
+        if key == "grape_user_study":
+            for cond, c in ref["conditions"].items():
+                if c["parameter"] == parameter and c["level"] == level:
+                    out[key] = {"condition": cond, **{k: c[k] for k in ("mlae", "ci_low", "ci_high")}}
+        elif parameter is None:
+            out[key] = {k: ref[k] for k in ("mlae", "ci_low", "ci_high")}
+    if form == "grape" and parameter is not None:
+        for lv in refs.get("grape_progressive", {}).get("levels", []):
+            if lv["parameter"] == parameter and lv["level"] == level:
+                out["grape_progressive"] = {k: lv[k] for k in ("mlae", "ci_low", "ci_high")}
+    return out
+
+
+def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, seed: int = 0) -> list[Score]:
+    version = stimset.version
+    refs = stimset.human.get("references", {})
+    stimuli = by_id(stimset.stimuli)
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        mv = r.get("manipulated_value")
+        key = (None, None) if not mv else (mv["parameter"], _level_key(mv["level"]))
+        groups.setdefault(key, []).append(r)
+
+    def lae_of(recs: list[dict]) -> tuple[dict[str, float], int]:
+        out, nulls = {}, 0
+        for r in recs:
+            if r["parse_status"] != "ok" or r["response"] is None:
+                nulls += 1
+                continue
+            est = as_fraction(r["response"], _response_scale(r))
+            out[r["stimulus_id"]] = float(log_abs_error(est, float(r["ground_truth"]), scale="fraction"))
+        return out, nulls
+
+    scores: list[Score] = []
+
+    def form_scores(prefix: str, recs: list[dict], parameter, level) -> dict[str, float]:
+        lae, nulls = lae_of(recs)
+        ids = sorted(lae)
+        truth = np.array([float(stimuli[i].ground_truth) for i in ids])
+        abs_pct = np.exp2(np.array([lae[i] for i in ids])) - OFFSET
+        for form, name in SCORE_NAMES.items():
+            value, lo, hi = bootstrap(_form_stat(form, abs_pct), len(ids), N_BOOT_DEFAULT, seed)
+            human = _human_for(refs, form, parameter, level)
+            floor = chance_mlae(truth, scale="fraction", form=form, seed=seed) if len(ids) else None
+            scores.append(Score(name=f"{prefix}{name}", value=value, ci_low=lo, ci_high=hi, n=len(ids),
+                                nulls=nulls, method=f"{FORMS[form]}; percentile bootstrap over charts, "
+                                f"{N_BOOT_DEFAULT} draws; floor = uniform guessing", version=version,
+                                floor=floor, extra={"human": human} if human else {}))
+            for ref_name, h in human.items():
+                if ref_name in ("grape_user_study", "cleveland_mcgill_1984") and parameter is None:
+                    scores.append(Score(
+                        name=f"{prefix}{name}_minus_human", value=value - h["mlae"], ci_low=lo - h["mlae"],
+                        ci_high=hi - h["mlae"], n=len(ids), nulls=nulls,
+                        method=f"model {name} minus the human {ref_name} MLAE (human value fixed)",
+                        version=version, extra={"human_reference": ref_name, "human": h}))
+        return lae
+
+    iid = form_scores("", groups.get((None, None), []), None, None)
+    iid_lae = np.array(list(iid.values()))
+    if len(iid_lae) >= 8 and np.ptp(iid_lae) > 0:  # the test needs n >= 8 and some spread
+        stat, p = normality(iid_lae)
+        scores.append(Score(name="lae_normality_p", value=p, ci_low=None, ci_high=None, n=len(iid_lae), nulls=0,
+                            method="D'Agostino-Pearson K^2 test (scipy.stats.normaltest) of IID log errors",
+                            version=version, extra={"statistic": stat}))
+    deviations: dict[str, list[float]] = {}
+    for (parameter, level), recs in sorted((k, v) for k, v in groups.items() if k[0] is not None):
+        prefix = f"ood.{parameter}.{level}."
+        ood = form_scores(prefix, recs, parameter, recs[0]["manipulated_value"]["level"])
+        pairs = [(v, iid[stimuli[sid].meta["base_id"]]) for sid, v in ood.items()
+                 if stimuli[sid].meta.get("base_id") in iid]
+        if not pairs:
+            continue
+        o, b = (np.array(x) for x in zip(*pairs))
+        deviations.setdefault(parameter, []).extend(np.abs(o - b).tolist())
+        lvl = recs[0]["manipulated_value"]["level"]
+        human = _human_for(refs, "grape", parameter, lvl)
+        standard = refs.get("grape_user_study", {}).get("conditions", {}).get("Standard")
+        extra = {}
+        if "grape_user_study" in human and standard:
+            extra["human_delta_mlae"] = round(human["grape_user_study"]["mlae"] - standard["mlae"], 6)
+        for name, absolute, method in (
+                ("delta_mlae", False, "GRAPE Eq. 3: mean over paired charts of LAE(OOD) - LAE(IID)"),
+                ("deviation", True, "mean over paired charts of |LAE(OOD) - LAE(IID)| (GRAPE notebooks)")):
+            value, lo, hi = paired_delta(o, b, N_BOOT_DEFAULT, seed, absolute)
+            scores.append(Score(name=f"{prefix}{name}", value=value, ci_low=lo, ci_high=hi, n=len(o),
+                                nulls=len(recs) - len(o), method=f"{method}; bootstrap over pairs",
+                                version=version, extra=extra if name == "delta_mlae" else {}))
+    for parameter, devs in sorted(deviations.items()):
+        d = np.array(devs)
+        value, lo, hi = bootstrap(lambda idx: d[idx].mean(axis=-1), len(d), N_BOOT_DEFAULT, seed)
+        scores.append(Score(name=f"ood.{parameter}.deviation", value=value, ci_low=lo, ci_high=hi,
+                            n=len(d), nulls=0, version=version,
+                            method="mean |LAE(OOD) - LAE(IID)| over all levels' paired charts "
+                                   "(GRAPE Fig. 7b); bootstrap over pairs"))
+    if len(deviations) >= 2:
+        tests = deviation_ttests({k: np.array(v) for k, v in deviations.items()})
+        share = float(np.mean([t["p"] < TTEST_ALPHA for t in tests]))
+        scores.append(Score(name="deviation_ttests_significant", value=share, ci_low=None, ci_high=None,
+                            n=len(tests), nulls=0, version=version,
+                            method=(f"share of parameter pairs whose per-chart |Delta LAE| differ by Student's "
+                                    f"t-test at p < {TTEST_ALPHA} (levels pooled per parameter)"),
+                            extra={"tests": tests}))
+    scores += _gradcam_scores(groups, stimset, stimuli, version, seed)
+    return scores
+
+
+def _gradcam_scores(groups, stimset, stimuli, version, seed) -> list[Score]:
+    out = []
+    for (parameter, level), recs in sorted(groups.items(), key=lambda kv: (kv[0][0] or "", kv[0][1] or "")):
+        with_cam = [r for r in recs if (r.get("extras") or {}).get("gradcam")]
+        if not with_cam:
+            continue
+        ious = []
+        for r in with_cam:
+            cam = r["extras"]["gradcam"]
+            src = stimuli[r["stimulus_id"]].image_source
+            mask = target_masks(src.charts, [src.index])[0]
+            ious.append(gradcam_iou(np.reshape(cam["values"], cam["shape"]), mask))
+        v = np.array(ious)
+        value, lo, hi = bootstrap(lambda idx: v[idx].mean(axis=-1), len(v), N_BOOT_DEFAULT, seed)
+        prefix = "" if parameter is None else f"ood.{parameter}.{level}."
+        out.append(Score(name=f"{prefix}gradcam_iou", value=value, ci_low=lo, ci_high=hi, n=len(v),
+                         nulls=len(recs) - len(v), version=version, floor=0.0,
+                         method=(f"mean IoU of the Grad-CAM region (>= {GRADCAM_THRESHOLD}/255 after "
+                                 f"bilinear resize and min-max scaling) with the marked bars' mask")))
+    return out
+

@@ -1,0 +1,150 @@
+"""Task builders of the bar-chart ratio battery: ``ratio.chart.grape_type{1-5}`` and
+``ratio.chart.haehn_type{1-5}``.
+
+A set holds probe-train stimuli (split 'train', ``meta['subset']`` 'train' or 'val') and test
+stimuli: the IID test charts (``manipulated_value`` None) and, for GRAPE, the OOD charts. An OOD
+chart is an IID test chart with exactly one parameter changed to one level
+(``manipulated_value`` = {"parameter", "level"}, ``meta['base_id']`` = its IID twin), as GRAPE's
+user study perturbed the same charts; the first ``n_ood`` test charts are perturbed at every
+level. Levels come from sources/grape/derived/perturbation_levels.csv (see grape.py).
+
+Images are rendered lazily per stimulus (:class:`render.ChartImage`); whole splits render in
+batches with :func:`render.render_stimuli`. Every random stream is
+``SeedSequence([seed, chart_type, stream])``, so changing one split's size leaves the others
+unchanged. Prompt models answer in percent (the prompt asks for 0-100); the scorer converts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+from ...sources import Sources
+from ..base import Prompt, Stimulus, StimulusSet
+from .colours import load_pools
+from .grape import (PARAMETERS, apply_mixture, apply_settings, check_type, mixture,
+                    perturbation_levels, sample_grape)
+from .haehn import sample_haehn_splits
+from .humans import human_references
+from .render import ChartImage
+
+VERSION = "1"
+PROMPT = Prompt(
+    prompt_id="ratio.chart.v1",
+    text=("What percentage is the smaller of the two marked bars of the larger one? "
+          "Answer with a number from 0 to 100."),
+)
+_STREAMS = {"train": 1, "val": 2, "test": 3, "augment": 4}
+
+
+def task_id(generator: str, chart_type: int) -> str:
+    return f"ratio.chart.{generator}_type{chart_type}"
+
+
+def _rng(seed: int, chart_type: int, stream: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([seed, chart_type, stream]))
+
+
+def _level_stream(parameter: str, level: Any) -> int:
+    return 1000 + int(hashlib.sha256(f"{parameter}|{level}".encode()).hexdigest()[:8], 16)
+
+
+def _stimuli(charts, tag: str, subset: str, split: str, mask: bool, generator: str,
+             manipulated=None, base_ids=None, meta: dict[str, Any] | None = None) -> list[Stimulus]:
+    out = []
+    for i, target in enumerate(charts.target.tolist()):
+        m = {"generator": generator, "chart_type": charts.chart_type, "subset": subset, **(meta or {})}
+        if base_ids is not None:
+            m["base_id"] = base_ids[i]
+        out.append(Stimulus(stimulus_id=f"{tag}-{subset}-{i:06d}", split=split, ground_truth=target,
+                            image_source=ChartImage(charts, i, mask), manipulated_value=manipulated,
+                            meta=m))
+    return out
+
+
+def _select_levels(levels, ood) -> list:
+    """``ood``: "all", "none"/None, a list of parameters, or {parameter: [levels]}."""
+    if ood in (None, "none", False):
+        return []
+    if ood == "all":
+        return levels
+    known = sorted(set(PARAMETERS.values()))
+    wanted = ood if isinstance(ood, dict) else {p: None for p in ood}
+    for p in wanted:
+        if p not in known:
+            raise ValueError(f"unknown OOD parameter {p!r}; known: {', '.join(known)}")
+    out = [lv for lv in levels if lv.parameter in wanted
+           and (wanted[lv.parameter] is None or lv.level in wanted[lv.parameter])]
+    for p, want in wanted.items():
+        have = {lv.level for lv in levels if lv.parameter == p}
+        missing = [] if want is None else [w for w in want if w not in have]
+        if missing:
+            raise ValueError(f"OOD parameter {p!r} has no level(s) {missing}; levels: {sorted(have, key=str)}")
+    return out
+
+
+def build_grape(sources: Sources, seed: int = 0, *, chart_type: int = 1, n_train: int = 5000,
+                n_val: int = 1000, n_test: int = 1000, ood: Any = "all", n_ood: int = 100,
+                augment: str | None = None, mask: bool = False) -> StimulusSet:
+    """GRAPE standard charts of one type.
+
+    ``augment``: a GRAPE augmentation mixture (grape.MIX_NAMES, bar types) applied to train and
+    val. ``mask``: images get the marked bars' segmentation mask as alpha (RGBA), GRAPE's
+    mask variant for CNNs.
+    """
+    chart_type = check_type(chart_type)
+    if n_ood > n_test:
+        raise ValueError(f"n_ood ({n_ood}) cannot exceed n_test ({n_test}): OOD charts perturb test charts")
+    pools = load_pools(sources)
+    tag = f"grape_type{chart_type}"
+    members = mixture(sources, augment, chart_type) if augment else None
+    stimuli: list[Stimulus] = []
+    for subset, n in (("train", n_train), ("val", n_val)):
+        charts = sample_grape(chart_type, n, _rng(seed, chart_type, _STREAMS[subset]), pools, "train")
+        which = None
+        if members:
+            charts, which = apply_mixture(charts, members, _rng(seed, chart_type, _STREAMS["augment"]),
+                                          f"augment {augment!r}")
+        part = _stimuli(charts, tag, subset, "train", mask, "grape")
+        for s, k in zip(part, which if which is not None else []):
+            s.meta.update(augment=augment, augment_member=int(k))
+        stimuli += part
+    test = sample_grape(chart_type, n_test, _rng(seed, chart_type, _STREAMS["test"]), pools, "test")
+    test_stimuli = _stimuli(test, tag, "test", "test", mask, "grape")
+    stimuli += test_stimuli
+    base = test.take(np.arange(n_ood))
+    base_ids = [s.stimulus_id for s in test_stimuli[:n_ood]]
+    for lv in _select_levels(perturbation_levels(sources, chart_type), ood):
+        charts = apply_settings(base, lv.settings, _rng(seed, chart_type, _level_stream(lv.parameter, lv.level)),
+                                f"{lv.grape_parameter} {lv.testdata}")
+        stimuli += _stimuli(charts, tag, f"ood-{lv.parameter}-{lv.level}", "test", mask, "grape",
+                            manipulated={"parameter": lv.parameter, "level": lv.level},
+                            base_ids=base_ids,
+                            meta={"grape_settings": lv.settings, "grape_testdata": lv.testdata})
+    return StimulusSet(
+        task_id=task_id("grape", chart_type), version=VERSION, response_space="scalar",
+        stimuli=stimuli, human_ref_id="grape-user-study", prompt=PROMPT,
+        human={"chart_type": chart_type, "generator": "grape",
+               "references": human_references(sources, chart_type)},
+        seed=seed)
+
+
+def build_haehn(sources: Sources, seed: int = 0, *, chart_type: int = 1, n_train: int = 5000,
+                n_val: int = 1000, n_test: int = 1000, noise: bool = False) -> StimulusSet:
+    """Haehn et al.'s binary position-length stimuli of one type, label-disjoint splits."""
+    chart_type = check_type(chart_type)
+    tag = f"haehn_type{chart_type}"
+    splits = sample_haehn_splits(chart_type, {"train": n_train, "val": n_val, "test": n_test},
+                                 _rng(seed, chart_type, 0), noise=noise)
+    stimuli = (_stimuli(splits["train"], tag, "train", "train", False, "haehn")
+               + _stimuli(splits["val"], tag, "val", "train", False, "haehn")
+               + _stimuli(splits["test"], tag, "test", "test", False, "haehn"))
+    return StimulusSet(
+        task_id=task_id("haehn", chart_type), version=VERSION, response_space="scalar",
+        stimuli=stimuli, human_ref_id="cleveland-mcgill-1984", prompt=PROMPT,
+        human={"chart_type": chart_type, "generator": "haehn",
+               "references": human_references(sources, chart_type)},
+        seed=seed)
+

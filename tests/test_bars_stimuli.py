@@ -1,0 +1,388 @@
+"""Bar-chart stimuli: pixel facts from reference/grape-generation.md, the sources' tables,
+OOD levels that change one parameter, determinism, and fast renderer == PIL ImageDraw."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from harness.stimuli.bars import colours, grape, haehn, layout, pil_reference, render
+from harness.stimuli.bars.humans import CONDITIONS, human_references
+from harness.stimuli.bars.tasks import build_grape, build_haehn
+from harness.stimuli.bars.words import WORDS
+from harness.stimuli.registry import TASKS
+
+BLACK = (0, 0, 0)
+
+
+@pytest.fixture(scope="module")
+def pools(sources):
+    return colours.load_pools(sources)
+
+
+def _charts(pools, chart_type, n=40, seed=0, split="train"):
+    return grape.sample_grape(chart_type, n, np.random.default_rng(seed), pools, split)
+
+
+def _img(c, i):
+    return render.render(c, [i])[0]
+
+
+# -- sources -------------------------------------------------------------------------------------
+
+def test_generator_lightness_reproduces_the_colour_table(sources):
+    rows = list(csv.DictReader(open(sources.path("grape", colours.POOLS_FILE))))
+    rgb = np.array([[int(r["r"]), int(r["g"]), int(r["b"])] for r in rows])
+    expected = np.array([float(r["L_as_grape_computes"]) for r in rows])
+    assert np.array_equal(np.round(colours.grape_lightness(rgb), 2), expected)
+    srgb = np.array([float(r["cielab_L_srgb"]) for r in rows])
+    assert np.abs(colours.rgb_to_lab(rgb)[:, 0] - srgb).max() < 0.006
+
+
+def test_pools_sizes_match_source_md(pools):
+    assert {k: len(v) for k, v in pools.rgb.items()} == {"bg_color": 27, "bar_color": 73, "line_color": 29}
+
+
+def test_lightness_shift_round_trip():
+    rgb = np.array([[200, 100, 50], [90, 120, 160], [10, 20, 30]], np.uint8)
+    assert np.array_equal(colours.shift_lightness(rgb, 0), rgb)
+    shifted = colours.shift_lightness(rgb[:2], -10)
+    assert np.allclose(colours.rgb_to_lab(shifted)[:, 0], colours.rgb_to_lab(rgb[:2])[:, 0] - 10, atol=0.5)
+
+
+def test_human_references_equal_the_source_tables(sources):
+    haehn_rows = list(csv.DictReader(open(sources.path("haehn-perception", "human_mlae_position_length.csv"))))
+    grape_rows = list(csv.DictReader(open(sources.path("grape", "derived/user_study_mlae_by_type_condition_digitized.csv"))))
+    for t in range(1, 6):
+        refs = human_references(sources, t)
+        cm = next(r for r in haehn_rows if r["source"].startswith("Cleveland") and int(r["cm_type"]) == t)
+        hb = next(r for r in haehn_rows if r["source"].startswith("Heer") and int(r["cm_type"]) == t)
+        for key, row in (("cleveland_mcgill_1984", cm), ("heer_bostock_2010", hb)):
+            half = float(row["ci95_halfwidth"])
+            assert refs[key]["mlae"] == float(row["mlae_mean"])
+            assert refs[key]["ci_low"] == pytest.approx(float(row["mlae_mean"]) - half)
+            assert refs[key]["ci_high"] == pytest.approx(float(row["mlae_mean"]) + half)
+        mine = refs["grape_user_study"]["conditions"]
+        theirs = {r["condition"]: r for r in grape_rows if r["agent"] == "human" and int(r["inferred_cm_type"]) == t}
+        assert set(mine) == set(theirs) == set(CONDITIONS)
+        for cond, row in theirs.items():
+            assert (mine[cond]["mlae"], mine[cond]["ci_low"], mine[cond]["ci_high"]) == (
+                float(row["mlae_mean"]), float(row["ci95_low"]), float(row["ci95_high"]))
+    # the five Cleveland-McGill values SOURCE.md quotes
+    assert [human_references(sources, t)["cleveland_mcgill_1984"]["mlae"] for t in range(1, 6)] == \
+        [1.40, 1.72, 1.84, 2.35, 2.72]
+
+
+def test_condition_levels_follow_the_conditions_table(sources):
+    rows = {r["condition"]: r for r in csv.DictReader(open(sources.path("grape", "derived/user_study_conditions.csv")))}
+    for cond, (_, bar_level, stack_level) in CONDITIONS.items():
+        text = rows[cond]["bar_chart_types_1_and_3"] + " " + rows[cond]["stacked_types_2_4_5"]
+        for level in (bar_level, stack_level):
+            if isinstance(level, (int, float)) and not isinstance(level, bool):
+                assert f"{abs(level):g}" in text, (cond, level, text)
+
+
+def test_levels_are_those_of_perturbation_levels_csv(sources):
+    rows = list(csv.DictReader(open(sources.path("grape", grape.LEVELS_FILE))))
+    for t, key in ((1, "barWidth"), (2, "stackWidth")):
+        widths = {json.loads(r["changed_settings"])[key] for r in rows
+                  if int(r["cm_type"]) == t and key in r["changed_settings"]}
+        levels = {lv.level for lv in grape.perturbation_levels(sources, t) if lv.parameter == "bar_width"}
+        assert levels == widths
+    counts = {}
+    for lv in grape.perturbation_levels(sources, 1):
+        counts[lv.parameter] = counts.get(lv.parameter, 0) + 1
+    # the paper: six levels by default, four for bar width, two for stroke width (types 1, 3);
+    # title position keeps all seven (none is centred), bar length three ranges
+    assert counts == {"bar_width": 4, "bar_lightness": 6, "background_lightness": 6, "stroke_lightness": 6,
+                      "stroke_width": 2, "dot_position": 6, "title_position": 7, "title_font_size": 6,
+                      "bar_length": 3}
+
+
+# -- GRAPE pixel facts ---------------------------------------------------------------------------
+
+def test_grape_canvas_axes_and_ticks(pools):
+    for t in (1, 2):
+        c = _charts(pools, t, 5)
+        im = render.render(c)
+        assert im.shape == (5, 150, 150, 3) and im.dtype == np.uint8
+        img = im[0]
+        assert (img[19:120, 34] == 0).all()  # y axis x = 19 + 15, rows 19-119
+        assert (img[119, 35:135] == 0).all()  # x axis over the bar bottoms
+        for y in (19, 44, 69, 94, 119):  # y ticks, 5 px left of the axis
+            assert (img[y, 29:34] == 0).all()
+        assert tuple(img[0, 149]) == tuple(c.background[0])
+        lefts = [2 + 9 * k + (4 if k >= 5 else 0) for k in range(10)] if t == 1 else [10, 60]
+        width = 7 if t == 1 else 30
+        for x in lefts:  # x ticks under each element's centre, rows 120-122
+            xt = int(x + width / 2 + 0.5) + 35
+            assert (img[120:123, xt] == 0).all()
+            assert (img[123:132, xt - 4:xt + 5] != img[0, 149]).any()  # its label, from row 123
+        assert (img[120:123, 35 + lefts[0] - 1] == img[0, 149]).all()  # no tick between elements
+
+
+def test_grape_bar_positions_heights_and_dots(pools):
+    c = _charts(pools, 1, 30)
+    for i in range(30):
+        img = _img(c, i)
+        bg, fill, stroke = (tuple(a) for a in (c.background[i], c.fills[i, 0], c.stroke[i]))
+        for k in range(10):
+            x = 35 + 2 + 9 * k + (4 if k >= 5 else 0)
+            top = 119 - int(c.heights[i, k])
+            assert tuple(img[118, x]) == stroke and tuple(img[118, x + 7]) == stroke  # 8 px wide
+            assert tuple(img[118, x - 1]) == bg and tuple(img[118, x + 8]) == bg
+            assert tuple(img[top, x + 3]) == stroke and tuple(img[top - 1, x + 3]) == bg
+            dot = tuple(img[114, x + 3])  # 5 px above the baseline, at x + width // 2
+            assert dot == (BLACK if k in c.marked[i] else fill)
+
+
+def test_grape_marked_pairs_follow_type_rules(pools):
+    n = 400
+    m1 = _charts(pools, 1, n).marked
+    assert (np.abs(m1[:, 0] - m1[:, 1]) == 1).all() and (m1[:, 0] // 5 == m1[:, 1] // 5).all()
+    m3 = _charts(pools, 3, n).marked
+    assert (m3[:, 0] // 5 != m3[:, 1] // 5).all()
+    assert (_charts(pools, 2, n).marked == [0, 5]).all()
+    m4 = _charts(pools, 4, n).marked
+    assert (m4[:, 0] < 5).all() and (m4[:, 1] >= 5).all() and (m4[:, 0] == m4[:, 1] - 5).any()
+    m5 = _charts(pools, 5, n).marked
+    assert (m5[:, 0] // 5 == m5[:, 1] // 5).all() and (np.abs(m5[:, 0] - m5[:, 1]) == 1).all()
+
+
+def test_grape_stacks_and_target_measured_from_pixels(pools):
+    """Heights read off the image (stroke rows) give the recorded target."""
+    for t in (2, 4, 5):
+        c = _charts(pools, t, 20)
+        assert (c.heights.reshape(20, 2, 5).sum(axis=2).max(axis=1) >= 95).all()  # taller stack ~99 px
+        for i in range(20):
+            img = _img(c, i)
+            stroke = c.stroke[i]
+            heights = []
+            for k in c.marked[i]:
+                s, j = divmod(int(k), 5)
+                x = 35 + 10 + s * 50 + 2  # inside the stack, off the dot column
+                col = (img[:120, x] == stroke).all(axis=1)
+                rows = np.flatnonzero(col)  # segment boundary rows, bottom-up
+                boundaries = sorted(set(rows.tolist()) | {119}, reverse=True)
+                heights.append(boundaries[j] - boundaries[j + 1])
+            assert min(heights) / max(heights) == pytest.approx(c.target[i])
+            # dots at the marked segments' centres
+            for (x, y) in layout.dot_points(c, i):
+                assert tuple(img[y + 20, x + 35]) == BLACK
+
+
+def test_grape_colours_come_from_pools_with_contrast(pools):
+    for t in (1, 2):
+        for split in ("train", "test"):
+            c = _charts(pools, t, 200, split=split)
+            bg_set = {tuple(x) for x in pools.rgb["bg_color"]}
+            bar_set = {tuple(x) for x in pools.rgb["bar_color"]}
+            line_set = {tuple(x) for x in pools.rgb["line_color"]}
+            assert {tuple(x) for x in c.background} <= bg_set
+            assert {tuple(x) for x in c.fills.reshape(-1, 3)} <= bar_set
+            assert {tuple(x) for x in c.stroke} <= line_set
+            lb, lf, ls = (colours.grape_lightness(a) for a in (c.background, c.fills, c.stroke))
+            if t == 1:
+                assert (np.abs(lf[:, 0] - lb) > 5).mean() > 0.99
+            else:
+                # the first fill is always drawable; later ones often exhaust the 100 draws at the
+                # training threshold 5 (7 colours 5 L* apart barely fit the pool), rarely at 2
+                thr = grape.STACK_FILL_MIN_DIFF[split]
+                assert (np.abs(lf[:, 0] - lb) >= thr).all()
+                if split == "test":
+                    every = np.concatenate([lb[:, None], lf], axis=1)
+                    gaps = np.abs(every[:, :, None] - every[:, None, :])[:, ~np.eye(6, dtype=bool)]
+                    assert (gaps >= thr).all(axis=1).mean() > 0.97
+            assert (np.abs(ls - lb) > 2).mean() > 0.99
+
+
+def test_grape_title_centred_and_text_in_margins(pools):
+    c = _charts(pools, 1, 10)
+    for i in range(10):
+        img = _img(c, i).astype(int)
+        ink = (np.abs(img - c.background[i]).sum(axis=2) > 0)
+        rows, cols = np.nonzero(ink[:19, 30:])  # the title band, right of the "100" label
+        cols = cols + 30
+        assert abs((cols.min() + cols.max()) / 2 - 74.5) <= 1.5
+        assert ink[135:150, 35:135].any()  # x-axis title
+        assert ink[20:130, 0:20].any()  # y-axis title
+
+
+def test_target_ratio_statistics_match_the_reference(pools):
+    t = _charts(pools, 1, 20000).target
+    assert 0.10 < t.min() < 0.13 and t.max() == 1.0
+    assert abs(t.mean() - 0.6) < 0.03  # reference checklist: about 0.58 (0.11-1.00)
+
+
+# -- OOD levels ------------------------------------------------------------------------------------
+
+_FIELDS_OF = {
+    "bar_width": {"bar_width", "bar_gap"}, "stroke_width": {"line_thickness", "bar_gap"},
+    "bar_lightness": {"fills"}, "background_lightness": {"background"}, "stroke_lightness": {"stroke"},
+    "dot_position": {"dot_bottom", "dot_offset"}, "title_position": {"title_left"},
+    "title_font_size": {"title_size"}, "bar_length": {"values", "heights"},
+}
+
+
+@pytest.mark.parametrize("chart_type", [1, 2])
+def test_each_ood_level_changes_only_its_parameter(sources, pools, chart_type):
+    base = _charts(pools, chart_type, 30, split="test")
+    fields = [f.name for f in grape._ARRAY_FIELDS]
+    for lv in grape.perturbation_levels(sources, chart_type):
+        out = grape.apply_settings(base, lv.settings, np.random.default_rng(1))
+        changed = {f for f in fields if not np.array_equal(getattr(out, f), getattr(base, f), equal_nan=True)}
+        assert changed and changed <= _FIELDS_OF[lv.parameter], (lv, changed)
+        assert grape.level_value(lv.parameter, out, lv.settings) == lv.level
+        if lv.parameter != "bar_length":
+            assert np.array_equal(out.target, base.target)
+        ims, ref = render.render(out), render.render(base)
+        diff = (ims != ref).any(axis=3).any(axis=0)
+        if lv.parameter in ("title_position", "title_font_size"):
+            assert diff.any() and not diff[20:].any()  # only the title band
+        if lv.parameter == "dot_position":
+            assert diff[20:119, 35:135].sum() <= 4 * 30 and not diff[:20].any()
+
+
+def test_bar_length_levels_draw_from_their_ranges(sources, pools):
+    base = _charts(pools, 1, 200, split="test")
+    for lv in grape.perturbation_levels(sources, 1):
+        if lv.parameter != "bar_length":
+            continue
+        v = grape.apply_settings(base, lv.settings, np.random.default_rng(2)).values
+        r = lv.settings["values.valueRange"]
+        inside = ((v >= r[0]) & (v < r[1])) | (((v >= r[2]) & (v < r[3])) if len(r) == 4 else False)
+        assert inside.all()
+
+
+def test_build_grape_ood_stimuli_are_perturbed_twins(sources):
+    ss = build_grape(sources, 0, chart_type=3, n_train=20, n_val=10, n_test=30, n_ood=5,
+                     ood={"bar_width": [5], "title_position": [0.05, 0.95]})
+    ood = [s for s in ss.test if s.manipulated_value]
+    assert len(ood) == 15 and len(ss.test) == 45 and ss.response_space == "scalar"
+    ids = {s.stimulus_id: s for s in ss.stimuli}
+    for s in ood:
+        twin = ids[s.meta["base_id"]]
+        assert twin.manipulated_value is None and twin.split == "test"
+        if s.manipulated_value["parameter"] == "title_position":
+            a, b = np.asarray(s.image), np.asarray(twin.image)
+            assert s.ground_truth == twin.ground_truth and (a[20:] == b[20:]).all() and (a != b).any()
+    with pytest.raises(ValueError, match="no level"):
+        build_grape(sources, 0, n_train=5, n_val=5, n_test=5, n_ood=1, ood={"bar_width": [7]})
+    with pytest.raises(ValueError, match="unknown OOD parameter"):
+        build_grape(sources, 0, n_train=5, n_val=5, n_test=5, n_ood=1, ood=["colour"])
+
+
+# -- renderers ------------------------------------------------------------------------------------
+
+def test_fast_renderer_equals_pil_imagedraw(sources, pools):
+    for t in grape.CHART_TYPES:
+        c = _charts(pools, t, 12, seed=t)
+        variants = [c] + [grape.apply_settings(c, lv.settings, np.random.default_rng(0))
+                          for lv in grape.perturbation_levels(sources, t)[::5]]
+        for v in variants:
+            fast = render.render(v)
+            for i in range(0, len(v), 3):
+                assert np.array_equal(fast[i], np.asarray(pil_reference.draw_grape(v, i))), (t, i)
+    for t in grape.CHART_TYPES:
+        hc = haehn.sample_haehn_splits(t, {"test": 20}, np.random.default_rng(t))["test"]
+        fast = render.render(hc)
+        for i in range(20):
+            assert np.array_equal(fast[i], np.asarray(pil_reference.draw_haehn(hc, i)))
+
+
+def test_lazy_image_equals_batch_render_and_mask_variant(sources):
+    ss = build_grape(sources, 1, chart_type=2, n_train=6, n_val=2, n_test=6, n_ood=2, ood=["dot_position"],
+                     mask=True)
+    batch = render.render_stimuli(ss.test)
+    assert batch.shape == (len(ss.test), 150, 150, 4)
+    for j, s in enumerate(ss.test):
+        im = s.image
+        assert im.mode == "RGBA" and np.array_equal(np.asarray(im), batch[j])
+        src = s.image_source
+        mask = np.zeros((150, 150), bool)
+        for x0, y0, x1, y1 in layout.target_boxes(src.charts, src.index):
+            mask[y0:y1 + 1, x0:x1 + 1] = True
+        assert np.array_equal(batch[j, ..., 3] == 255, mask) and mask.sum() > 0
+
+
+def test_words_are_distinct_and_the_prompt_is_verbatim():
+    assert len(set(WORDS)) == len(WORDS) > 200
+    spec = TASKS["ratio.chart.grape_type1"]
+    assert spec.readouts["predict"] == "regression" and spec.scoring == "mlae_vs_humans"
+
+
+# -- Haehn -----------------------------------------------------------------------------------------
+
+def test_haehn_cm_values_and_label_disjoint_splits():
+    assert haehn.CM_VALUES.tolist() == [10, 12, 15, 18, 22, 26, 32, 38, 46, 56]
+    for t in grape.CHART_TYPES:
+        sp = haehn.sample_haehn_splits(t, {"train": 600, "val": 200, "test": 200}, np.random.default_rng(t))
+        assert [len(sp[s]) for s in ("train", "val", "test")] == [600, 200, 200]
+        labels = {s: set(sp[s].target.round(9)) for s in sp}
+        assert not labels["train"] & labels["val"] and not labels["train"] & labels["test"] \
+            and not labels["val"] & labels["test"]
+        marked = np.take_along_axis(sp["train"].values, sp["train"].marked, axis=1)
+        assert np.isin(marked, haehn.CM_VALUES).all() and (marked[:, 0] != marked[:, 1]).all()
+
+
+def test_haehn_pixel_facts():
+    for t, pair in ((1, (1, 2)), (3, (1, 6))):
+        c = haehn.sample_haehn_splits(t, {"test": 10}, np.random.default_rng(0))["test"]
+        im = render.render(c)
+        assert im.shape == (10, 100, 100) and set(np.unique(im)) <= {0, 255}
+        for i in range(10):
+            for k, left in enumerate((2, 11, 20, 29, 38, 55, 64, 73, 82, 91)):
+                d = int(c.values[i, k])
+                assert (im[i, 99 - d:100, left] == 255).all() and (im[i, 99 - d:100, left + 7] == 255).all()
+                assert (im[i, 99 - d, left:left + 8] == 255).all()  # top line
+                inside = im[i, 100 - d:100, left + 1:left + 7]  # no bottom line; only the dot inside
+                assert int(inside.sum()) == (255 if k in pair else 0)
+                assert im[i, 94, left + 3] == (255 if k in pair else 0)
+    c = haehn.sample_haehn_splits(2, {"test": 10}, np.random.default_rng(0))["test"]
+    im = render.render(c)
+    for i in range(10):
+        for x in (10, 40, 60, 90):
+            assert im[i, 99, x] == 255
+        a, b = int(c.values[i, 0]), int(c.values[i, 5])
+        assert im[i, 99 - a // 2, 25] == 255 and im[i, 99 - b // 2, 75] == 255
+    c4 = haehn.sample_haehn_splits(4, {"test": 200}, np.random.default_rng(0))["test"]
+    lo = c4.values[:, :4].sum(axis=1), c4.values[:, 5:9].sum(axis=1)
+    assert (lo[0] != lo[1]).all() and (lo[0] + c4.values[:, 4] != lo[1] + c4.values[:, 9]).all()
+    c5 = haehn.sample_haehn_splits(5, {"test": 200}, np.random.default_rng(0))["test"]
+    assert (c5.marked == [3, 4]).all() and (c5.values[:, 3] + c5.values[:, 4] <= 81).all()
+
+
+def test_haehn_noise_is_per_chart_and_small():
+    c = haehn.sample_haehn_splits(1, {"test": 4}, np.random.default_rng(0), noise=True)["test"]
+    all4 = render.render(c)
+    assert np.array_equal(all4[2], render.render(c, [2])[0])
+    clean = render.render(haehn.HaehnCharts(1, c.values, c.marked, c.noise_seed, False))
+    assert (all4[clean == 0] <= 12).all() and (all4[clean == 255] >= 242).all() and all4[clean == 0].any()
+
+
+# -- determinism -----------------------------------------------------------------------------------
+
+def test_builds_are_deterministic_by_seed(sources):
+    kw = dict(chart_type=4, n_train=8, n_val=4, n_test=8, n_ood=2, ood=["stroke_width"])
+    a, b, c = (build_grape(sources, s, **kw) for s in (3, 3, 4))
+    assert a.sha256 == b.sha256 != c.sha256
+    h1, h2 = (build_haehn(sources, 5, chart_type=5, n_train=8, n_val=4, n_test=4) for _ in range(2))
+    assert h1.sha256 == h2.sha256
+    # a split's charts do not depend on the other splits' sizes
+    d = build_grape(sources, 3, chart_type=4, n_train=3, n_val=1, n_test=8, n_ood=2, ood=["stroke_width"])
+    assert [s.sha256 for s in d.test] == [s.sha256 for s in a.test]
+
+
+def test_augmentation_mixture_members(sources):
+    members = grape.mixture(sources, "barLength_barWidth", 1)
+    assert len(members) == 5 and sum(s for s, _ in members) == pytest.approx(1)
+    ss = build_grape(sources, 0, chart_type=1, n_train=300, n_val=10, n_test=5, n_ood=0, ood="none",
+                     augment="barLength_barWidth")
+    charts = ss.train[0].image_source.charts
+    assert set(np.unique(charts.bar_width)) == {4, 5, 6, 7, 8}
+    assert charts.values.min() < 10 and charts.values.max() > 92  # [1, 100)
+    with pytest.raises(ValueError, match="bar chart types"):
+        grape.mixture(sources, "barWidth", 2)

