@@ -209,21 +209,27 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
 
 
 def summary_table(results: list[BatteryResult]) -> str:
-    """model x task: accuracy, B, kappa with 95% CIs and the human ceiling, as plain text."""
-    def fmt(s):
-        return f"{s.value:.3f} [{s.ci_low:.3f}, {s.ci_high:.3f}]" if s else "-"
+    """One line per model x task x headline score: value [95% CI], floor, ceiling, nulls.
+
+    Human-reference scores and per-level curves (a(k)) stay in intervals.json and the report."""
+    def num(x):
+        return "-" if x is None or x != x else f"{x:.3f}"
 
     rows = []
     for r in results:
         for task_id, scores in r.scores.items():
-            by = {s.name: s for s in scores}
-            kappa = by.get("kappa")
-            rows.append((r.model_id, task_id, fmt(by.get("accuracy")), fmt(by.get("B")), fmt(kappa),
-                         f"{kappa.ceiling:.3f}" if kappa and kappa.ceiling is not None else "-",
-                         f"{sum(s.nulls for s in scores[:1])}"))
+            for s in scores:
+                if s.name.startswith(("human_", "a_k")):
+                    continue
+                ci = f" [{num(s.ci_low)}, {num(s.ci_high)}]" if s.ci_low is not None else ""
+                rows.append((r.model_id, task_id, s.name, num(s.value) + ci, num(s.floor), num(s.ceiling),
+                             f"{s.nulls}/{s.n + s.nulls}"))
         for task_id, why in r.unavailable.items():
             rows.append((r.model_id, task_id, "unavailable", "", "", "", ""))
-    header = ("model", "task", "accuracy [95% CI]", "B [95% CI]", "kappa [95% CI]", "human kappa", "nulls")
+    header = ("model", "task", "score", "value [95% CI]", "floor", "ceiling", "nulls")
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    line = lambda row: "  ".join(str(x).ljust(w) for x, w in zip(row, widths))  # noqa: E731
+
+    def line(row):
+        return "  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip()
+
     return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])

@@ -130,3 +130,14 @@ def test_regression_readout_trains_once_then_loads(sources, tmp_path):
         readout_cls(ss, epochs=3)
     with pytest.raises(ModelError, match="trained on inputs"):
         model.predict(np.zeros((2, 150, 150, 3), np.uint8))
+
+
+def test_rendering_workers_do_not_change_results(arrays):
+    train, val, test = arrays
+    x = test.images(np.arange(4))
+    preds = []
+    for workers in (0, 2):
+        model = CNNRegressor(_spec(max_epochs=1, num_workers=workers))
+        model.fit(train, val)
+        preds.append(model.predict(x))
+    assert np.array_equal(*preds)

@@ -65,7 +65,8 @@ DEFAULTS: dict[str, Any] = {
     "hidden": 256,  # lenet, mlp
     "stride": 1,  # lenet: stride of the first convolution
 }
-RUNTIME_OPTIONS = {"num_workers": 0, "device": None}  # change speed or place, never results
+# change speed or place, never results: rendering processes for training batches, torch device
+RUNTIME_OPTIONS = {"num_workers": 0, "device": None}
 CHECKPOINT_FORMAT = 1
 
 
@@ -260,7 +261,8 @@ class CNNRegressor:
         o = self.options
         net = self._new_net()
         if o["optimizer"] == "adamw":
-            opt = torch.optim.AdamW(net.parameters(), lr=float(o["lr"]), weight_decay=float(o["weight_decay"]))
+            opt = torch.optim.AdamW(net.parameters(), lr=float(o["lr"]),
+                                    weight_decay=float(o["weight_decay"]))
         else:
             opt = torch.optim.SGD(net.parameters(), lr=float(o["lr"]), momentum=float(o["momentum"]),
                                   nesterov=bool(o["nesterov"]), weight_decay=float(o["weight_decay"]))
@@ -277,20 +279,20 @@ class CNNRegressor:
             mine = order[acc.process_index::acc.num_processes]  # same batch count on every process
             mine = mine[:len(order) // acc.num_processes]
             total, count = 0.0, 0
-            for start in range(0, len(mine), bs):
-                idx = np.sort(mine[start:start + bs])
-                x = self._tensor(train.images(idx), acc.device)
+            batches = [np.sort(mine[start:start + bs]) for start in range(0, len(mine), bs)]
+            for images, targets in _load(train, batches, int(self.runtime["num_workers"])):
+                x = self._tensor(images, acc.device)
                 if o["noise_std"]:
                     x = x + float(o["noise_std"]) * torch.randn(x.shape, generator=gen).to(x.device)
-                y = torch.from_numpy(train.targets[idx]).to(acc.device)
+                y = torch.from_numpy(targets).to(acc.device)
                 loss = torch.nn.functional.mse_loss(net(x).squeeze(1), y)
                 opt.zero_grad()
                 acc.backward(loss)
                 if o["grad_clip"]:
                     acc.clip_grad_norm_(net.parameters(), float(o["grad_clip"]))
                 opt.step()
-                total += float(loss.detach()) * len(idx)
-                count += len(idx)
+                total += float(loss.detach()) * len(targets)
+                count += len(targets)
             sums = acc.reduce(torch.tensor([total, count], device=acc.device), reduction="sum")
             train_loss = float(sums[0] / sums[1])
             val_loss = self._mse(acc, net, val)
@@ -298,7 +300,8 @@ class CNNRegressor:
                             "seconds": round(time.perf_counter() - t0, 3)})
             if val_loss < best:
                 best, stale = val_loss, 0
-                best_state = {k: v.detach().cpu().clone() for k, v in acc.unwrap_model(net).state_dict().items()}
+                state = acc.unwrap_model(net).state_dict()
+                best_state = {k: v.detach().cpu().clone() for k, v in state.items()}
             else:
                 stale += 1
             budget = o["max_train_seconds"]
@@ -406,6 +409,35 @@ class CNNRegressor:
         if self.device:
             self.to(self.device)
         return self
+
+
+class _Batches:
+    """Index batches of a TrainingData as a map-style dataset (one item = one batch)."""
+
+    def __init__(self, data: TrainingData, batches: list[np.ndarray]):
+        self.data, self.batches = data, batches
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, b: int) -> tuple[np.ndarray, np.ndarray]:
+        idx = self.batches[b]
+        return self.data.images(idx), self.data.targets[idx]
+
+
+def _load(data: TrainingData, batches: list[np.ndarray], workers: int):
+    """The batches' (images, targets), rendered in ``workers`` processes when > 0 (charts that
+    do not fit in memory are drawn per batch, in parallel with training)."""
+    if workers <= 0:
+        return (_Batches(data, batches)[b] for b in range(len(batches)))
+    from torch.utils.data import DataLoader
+
+    import torch
+
+    # its own generator: seeding the workers must not consume the global RNG that dropout uses
+    loader = DataLoader(_Batches(data, batches), batch_size=None, shuffle=False, num_workers=workers,
+                        collate_fn=lambda item: item, generator=torch.Generator().manual_seed(0))
+    return iter(loader)
 
 
 class _Pooled:

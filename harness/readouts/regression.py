@@ -76,7 +76,8 @@ class RegressionReadout(Readout):
             n_val = max(1, int(round(VAL_SHARE * len(self.train))))
             self.val = [self.train[i] for i in sorted(held[:n_val])]
             self.train = [self.train[i] for i in sorted(held[n_val:])]
-        self.data_key = hashlib.sha256(f"{content_key(self.train)}|{content_key(self.val)}".encode()).hexdigest()
+        keys = f"{content_key(self.train)}|{content_key(self.val)}"
+        self.data_key = hashlib.sha256(keys.encode()).hexdigest()
 
     @property
     def settings(self) -> dict[str, Any]:

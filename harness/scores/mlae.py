@@ -57,7 +57,8 @@ FORMS: dict[str, str] = {
 }
 SCORE_NAMES = {"grape": "mlae", "cleveland_mcgill": "mlae_midmean", "haehn": "mlae_haehn"}
 # which published human MLAE each form is compared with (same summary form)
-HUMAN_FOR_FORM = {"grape": ("grape_user_study",), "cleveland_mcgill": ("cleveland_mcgill_1984", "heer_bostock_2010")}
+HUMAN_FOR_FORM = {"grape": ("grape_user_study",),
+                  "cleveland_mcgill": ("cleveland_mcgill_1984", "heer_bostock_2010")}
 _RANGE = {"fraction": 1.0, "percent": 100.0}
 
 
@@ -268,7 +269,8 @@ def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, seed: int
     iid_lae = np.array(list(iid.values()))
     if len(iid_lae) >= 8 and np.ptp(iid_lae) > 0:  # the test needs n >= 8 and some spread
         stat, p = normality(iid_lae)
-        scores.append(Score(name="lae_normality_p", value=p, ci_low=None, ci_high=None, n=len(iid_lae), nulls=0,
+        scores.append(Score(name="lae_normality_p", value=p, ci_low=None, ci_high=None,
+                            n=len(iid_lae), nulls=0,
                             method="D'Agostino-Pearson K^2 test (scipy.stats.normaltest) of IID log errors",
                             version=version, extra={"statistic": stat}))
     deviations: dict[str, list[float]] = {}
@@ -306,8 +308,8 @@ def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, seed: int
         share = float(np.mean([t["p"] < TTEST_ALPHA for t in tests]))
         scores.append(Score(name="deviation_ttests_significant", value=share, ci_low=None, ci_high=None,
                             n=len(tests), nulls=0, version=version,
-                            method=(f"share of parameter pairs whose per-chart |Delta LAE| differ by Student's "
-                                    f"t-test at p < {TTEST_ALPHA} (levels pooled per parameter)"),
+                            method=(f"share of parameter pairs whose per-chart |Delta LAE| differ by "
+                                    f"Student's t-test at p < {TTEST_ALPHA} (levels pooled per parameter)"),
                             extra={"tests": tests}))
     scores += _gradcam_scores(groups, stimset, stimuli, version, seed)
     return scores

@@ -1,1 +1,11 @@
-"""Bar-chart ratio battery (Cleveland-McGill position-length task): Haehn and GRAPE stimuli."""
+"""Bar-chart ratio battery: Cleveland & McGill's position-length task as Haehn et al. (2019) and
+GRAPE (Cui et al. 2025) generate it.
+
+- grape.py / haehn.py: charts as parameters (sampling, GRAPE's OOD settings and mixtures,
+  Haehn's label-disjoint splits);
+- layout.py: the drawing operations of a chart, shared by the fast batch renderer (render.py)
+  and the PIL ImageDraw reference (pil_reference.py);
+- colours.py, words.py: GRAPE's colour pools and lightness, title words;
+- humans.py: the published human MLAE per chart type;
+- tasks.py: the ``ratio.chart.*`` task builders.
+"""

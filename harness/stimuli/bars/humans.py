@@ -26,7 +26,8 @@ GRAPE_FILE = "derived/user_study_mlae_by_type_condition_digitized.csv"
 PROGRESSIVE_FILE = "derived/user_study_progressive_digitized.csv"
 CONDITIONS_FILE = "derived/user_study_conditions.csv"
 
-_HAEHN_SOURCES = {"Cleveland & McGill 1984": "cleveland_mcgill_1984", "Heer & Bostock 2010": "heer_bostock_2010"}
+_HAEHN_SOURCES = {"Cleveland & McGill 1984": "cleveland_mcgill_1984",
+                  "Heer & Bostock 2010": "heer_bostock_2010"}
 
 # User-study condition -> (parameter, level on bar types 1 and 3, level on stacked types 2, 4, 5),
 # as described in derived/user_study_conditions.csv.

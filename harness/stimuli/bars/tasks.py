@@ -81,7 +81,8 @@ def _select_levels(levels, ood) -> list:
         have = {lv.level for lv in levels if lv.parameter == p}
         missing = [] if want is None else [w for w in want if w not in have]
         if missing:
-            raise ValueError(f"OOD parameter {p!r} has no level(s) {missing}; levels: {sorted(have, key=str)}")
+            raise ValueError(f"OOD parameter {p!r} has no level(s) {missing}; "
+                             f"levels: {sorted(have, key=str)}")
     return out
 
 
@@ -117,8 +118,8 @@ def build_grape(sources: Sources, seed: int = 0, *, chart_type: int = 1, n_train
     base = test.take(np.arange(n_ood))
     base_ids = [s.stimulus_id for s in test_stimuli[:n_ood]]
     for lv in _select_levels(perturbation_levels(sources, chart_type), ood):
-        charts = apply_settings(base, lv.settings, _rng(seed, chart_type, _level_stream(lv.parameter, lv.level)),
-                                f"{lv.grape_parameter} {lv.testdata}")
+        rng = _rng(seed, chart_type, _level_stream(lv.parameter, lv.level))
+        charts = apply_settings(base, lv.settings, rng, f"{lv.grape_parameter} {lv.testdata}")
         stimuli += _stimuli(charts, tag, f"ood-{lv.parameter}-{lv.level}", "test", mask, "grape",
                             manipulated={"parameter": lv.parameter, "level": lv.level},
                             base_ids=base_ids,
