@@ -136,7 +136,8 @@ def test_scorer_perfect_and_human_references(grape_set, sources):
         assert scores[name].value == pytest.approx(-3.0) and scores[name].n == 80 and scores[name].nulls == 0
         assert scores[name].floor > 3.5 and scores[name].ceiling is None
     refs = grape_set.human["references"]
-    assert scores["mlae"].extra["human"]["grape_user_study"]["mlae"] == refs["grape_user_study"]["conditions"]["Standard"]["mlae"]
+    standard = refs["grape_user_study"]["conditions"]["Standard"]
+    assert scores["mlae"].extra["human"]["grape_user_study"]["mlae"] == standard["mlae"]
     assert scores["mlae_midmean"].extra["human"]["cleveland_mcgill_1984"]["mlae"] == 1.40
     assert scores["mlae_minus_human"].value == pytest.approx(-3.0 - 1.391)
     assert scores["mlae_midmean_minus_human"].value == pytest.approx(-3.0 - 1.40)
@@ -182,3 +183,6 @@ def test_scorer_gradcam_iou_from_extras(sources):
         r["extras"] = {"gradcam": {"shape": [25, 25], "values": small.ravel().tolist()}}
     scores = {s.name: s for s in get_scorer("mlae_vs_humans")(recs, ss, seed=0)}
     assert scores["gradcam_iou"].n == 12 and scores["gradcam_iou"].value > 0.5
+    # Haehn's stimuli are compared with Cleveland & McGill's and Heer & Bostock's people only
+    assert "mlae_minus_human" not in scores and "human" not in scores["mlae"].extra
+    assert scores["mlae_midmean_minus_human"].extra["human_reference"] == "cleveland_mcgill_1984"

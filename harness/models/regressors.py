@@ -425,6 +425,10 @@ class _Batches:
         return self.data.images(idx), self.data.targets[idx]
 
 
+def _as_is(item):
+    return item  # a module-level function: workers started with "spawn" must pickle it
+
+
 def _load(data: TrainingData, batches: list[np.ndarray], workers: int):
     """The batches' (images, targets), rendered in ``workers`` processes when > 0 (charts that
     do not fit in memory are drawn per batch, in parallel with training)."""
@@ -436,7 +440,7 @@ def _load(data: TrainingData, batches: list[np.ndarray], workers: int):
 
     # its own generator: seeding the workers must not consume the global RNG that dropout uses
     loader = DataLoader(_Batches(data, batches), batch_size=None, shuffle=False, num_workers=workers,
-                        collate_fn=lambda item: item, generator=torch.Generator().manual_seed(0))
+                        collate_fn=_as_is, generator=torch.Generator().manual_seed(0))
     return iter(loader)
 
 

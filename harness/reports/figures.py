@@ -1,11 +1,15 @@
-"""Figures of one model battery, drawn from records, scores and the human reference.
+"""Figures of model batteries, drawn from records, scores and the human reference.
 
 Each figure function returns a matplotlib Figure (Agg backend; nothing needs a display) and
-uses only data a reader can recompute from the logged records and intervals.
+uses only data a reader can recompute from the logged records and intervals. Per run,
+:func:`battery_figures` draws one task of one model; the cross-model figures of ``gestalt report``
+(:func:`agreement_matrix_figure`, :func:`rank_correlation_figure` and the multi-model forms of
+:func:`accuracy_kappa_figure` and :func:`capacity_figure`) take scores read back from the runs.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import matplotlib
@@ -17,9 +21,26 @@ import numpy as np  # noqa: E402
 from ..scores.agreement import _kappa  # noqa: E402
 from ..scores.record import Score  # noqa: E402
 
+A_K = re.compile(r"^a_k(\d+)$")
+# the paper's reading anchors: a(k) below 0.5 is where capacity ends (harness.scores.capacity)
+A_K_FAIL = 0.5
 
-def _score(scores: list[Score], name: str) -> Score | None:
+
+def score_named(scores: list[Score], name: str) -> Score | None:
     return next((s for s in scores if s.name == name), None)
+
+
+def _err(s: Score) -> list[list[float]]:
+    """Error-bar half-widths; a score without an interval draws none."""
+    if s.ci_low is None or s.ci_high is None:
+        return [[0.0], [0.0]]
+    return [[s.value - s.ci_low], [s.ci_high - s.value]]
+
+
+def family_colors(families: list[str]) -> dict[str, Any]:
+    """One tab10 colour per family, in the order given (the report orders families)."""
+    cmap = plt.get_cmap("tab10")
+    return {f: cmap(i % 10) for i, f in enumerate(dict.fromkeys(families))}
 
 
 def confusion_figure(records: list[dict], stimset, model_id: str):
@@ -49,46 +70,236 @@ def confusion_figure(records: list[dict], stimset, model_id: str):
     return fig
 
 
-def accuracy_kappa_figure(points: list[dict[str, Any]], stimset, title: str = ""):
-    """Accuracy vs error consistency with the human ceiling band and each observer.
+def accuracy_kappa_figure(points: list[dict[str, Any]], stimset=None, title: str = ""):
+    """Accuracy vs error consistency with the human ceiling band (and each observer, given the set).
 
-    ``points``: [{"label", "accuracy": Score, "kappa": Score}] for one or many models.
+    ``points``: [{"label", "accuracy": Score, "kappa": Score, optional "color"}] for one or many
+    models. The ceiling band (mean pairwise human kappa and its bootstrap CI) and the panel's mean
+    accuracy come from the first point's scores, so the figure can be drawn from logged intervals
+    alone; with ``stimset`` each observer is also drawn against the leave-one-out panel.
     """
-    oc = np.asarray(stimset.human["observer_correct"], float)
-    j = oc.shape[0]
-    loo = (oc.sum(axis=0, keepdims=True) - oc) / (j - 1)
-    obs_kappa = _kappa(oc, loo)
-    fig, ax = plt.subplots(figsize=(6.5, 5), constrained_layout=True)
+    fig, ax = plt.subplots(figsize=(7.5 if len(points) > 8 else 6.5, 5.5), constrained_layout=True)
     first = points[0]["kappa"] if points else None
     if first is not None and first.ceiling is not None:
         lo, hi = first.extra.get("ceiling_ci", [first.ceiling, first.ceiling])
         ax.axhspan(lo, hi, color="0.85", label=f"human ceiling {first.ceiling:.3f} (95% CI)")
         ax.axhline(first.ceiling, color="0.5", lw=1)
-    ax.scatter(oc.mean(axis=1), obs_kappa, marker="^", color="0.4", label="observers (vs LOO panel)")
+    human_acc = points[0]["accuracy"].extra.get("human_accuracy") if points else None
+    if human_acc is not None:
+        ax.axvline(human_acc, color="0.5", ls=":", lw=1, label=f"human accuracy {human_acc:.3f}")
+    if stimset is not None:
+        oc = np.asarray(stimset.human["observer_correct"], float)
+        loo = (oc.sum(axis=0, keepdims=True) - oc) / (oc.shape[0] - 1)
+        ax.scatter(oc.mean(axis=1), _kappa(oc, loo), marker="^", color="0.4",
+                   label="observers (vs LOO panel)")
+    many = len(points) > 8  # a legend of dozens of models is unreadable: label the points
+    seen_colors: set = set()
     for pt in points:
         a, k = pt["accuracy"], pt["kappa"]
-        ax.errorbar(a.value, k.value, xerr=[[a.value - a.ci_low], [a.ci_high - a.value]],
-                    yerr=[[k.value - k.ci_low], [k.ci_high - k.value]], fmt="o", capsize=3,
-                    label=pt["label"])
+        color = pt.get("color")
+        label = pt.get("group") if many else pt["label"]
+        if many and (label in seen_colors):
+            label = None
+        seen_colors.add(label)
+        ax.errorbar(a.value, k.value, xerr=_err(a), yerr=_err(k), fmt="o", capsize=3,
+                    color=color, label=label, ms=5)
+        if many:
+            ax.annotate(pt["label"], (a.value, k.value), fontsize=6, xytext=(3, 3),
+                        textcoords="offset points")
     ax.axhline(0, color="k", lw=0.5)
     ax.set_xlabel("accuracy (95% bootstrap CI)")
     ax.set_ylabel("error consistency kappa vs panel")
     ax.set_xlim(0, 1)
-    ax.set_title(title or f"{stimset.task_id}: accuracy vs kappa")
-    ax.legend(fontsize=8, loc="lower right")
+    task = stimset.task_id if stimset is not None else "closure.nat.silhouette"
+    ax.set_title(title or f"{task}: accuracy vs kappa")
+    ax.legend(fontsize=7, loc="lower right")
     return fig
+
+
+def a_k_curve(scores: list[Score]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(k, a(k), CI low, CI high) from the ``a_kNN`` scores, ascending in k."""
+    rows = sorted((int(m.group(1)), s) for s in scores if (m := A_K.match(s.name)))
+    k = np.array([r[0] for r in rows], dtype=int)
+    val = lambda x: np.nan if x is None else x  # noqa: E731
+    return (k, np.array([s.value for _, s in rows], float),
+            np.array([val(s.ci_low) for _, s in rows], float),
+            np.array([val(s.ci_high) for _, s in rows], float))
+
+
+def capacity_figure(curves: list[dict[str, Any]], band: tuple[int, int] | None = None,
+                    title: str = "similarity.chart.series_count: a(k) against the capacity band"):
+    """a(k) with bootstrap bands (within-k resampling) against the human 6-12 capacity band.
+
+    ``curves``: [{"label", "scores": [Score...], optional "color"}]; the band is read from the
+    ``capacity`` score's ``extra['band']`` unless given. Each model's capacity (the largest k
+    before a(k) falls below 0.5) is marked on its curve.
+    """
+    fig, ax = plt.subplots(figsize=(8, 4.8), constrained_layout=True)
+    if band is None:
+        cap = next((score_named(c["scores"], "capacity") for c in curves if score_named(c["scores"], "capacity")),
+                   None)
+        band = tuple(cap.extra["band"]) if cap is not None and "band" in cap.extra else None
+    if band is not None:
+        ax.axvspan(band[0], band[1], color="0.88", label=f"human capacity band {band[0]}-{band[1]}")
+    ax.axhline(A_K_FAIL, color="0.4", ls="--", lw=1, label=f"a(k) = {A_K_FAIL}")
+    alpha = 0.25 if len(curves) == 1 else 0.12
+    k_max = 1
+    for c in curves:
+        k, a, lo, hi = a_k_curve(c["scores"])
+        if not len(k):
+            continue
+        k_max = max(k_max, int(k.max()))
+        line, = ax.plot(k, a, "o-", ms=3, color=c.get("color"), label=c["label"])
+        ax.fill_between(k, lo, hi, color=line.get_color(), alpha=alpha, lw=0)
+        cap = score_named(c["scores"], "capacity")
+        if cap is not None and cap.value in k:
+            y = a[list(k).index(int(cap.value))]
+            ax.plot([cap.value], [y], marker="v", ms=9, color=line.get_color(), mec="k")
+    ax.set_xlim(0.5, k_max + 0.5)
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_xticks(range(1, k_max + 1))
+    ax.set_xlabel("number of colour series k")
+    ax.set_ylabel("accuracy a(k) (95% bootstrap band)")
+    ax.set_title(title + "\n(triangle: capacity = largest k before a(k) < 0.5)", fontsize=10)
+    ax.legend(fontsize=7, loc="upper right")
+    return fig
+
+
+def odd_one_out_figure(scores: list[Score], model_id: str, task_id: str):
+    """B against each human reference, with its position-guessing floor and the human ceilings.
+
+    One row per reference (``B`` = the primary one, ``B_<name>`` the others): the model's B with
+    its 95% CI, the null bracket (1-v)B .. (1-v)B+v where there are nulls, the floor max_k f_k
+    for that reference's targets, and how often individual people match it. The shaded band is
+    the majority-agreement ceiling with its CI; the dotted line the leave-one-out agreement.
+    """
+    bs = [s for s in scores if s.name == "B" or s.name.startswith("B_")]
+    fig, ax = plt.subplots(figsize=(7.5, 1.4 + 0.8 * max(len(bs), 1)), constrained_layout=True)
+    ceiling = score_named(scores, "human_majority_agreement")
+    if ceiling is not None and ceiling.ci_low is not None:
+        ax.axvspan(ceiling.ci_low, ceiling.ci_high, color="0.85",
+                   label=f"majority-agreement ceiling {ceiling.value:.3f} (95% CI)")
+        ax.axvline(ceiling.value, color="0.5", lw=1)
+    loo = score_named(scores, "human_loo_agreement")
+    if loo is not None:
+        ax.axvline(loo.value, color="0.3", ls=":", lw=1,
+                   label=f"human leave-one-out agreement {loo.value:.3f}")
+    labels = []
+    for y, s in enumerate(bs):
+        ref = s.extra.get("reference", s.name.removeprefix("B_"))
+        labels.append(f"{s.name} vs {ref}\n(n={s.n}, nulls={s.nulls})")
+        if s.nulls and "B_full_low" in s.extra:
+            ax.plot([s.extra["B_full_low"], s.extra["B_full_high"]], [y, y], color="0.6", lw=6,
+                    solid_capstyle="butt", label="null bracket (1-v)B..(1-v)B+v" if y == 0 else None)
+        if s.floor is not None:
+            ax.plot([s.floor, s.floor], [y - 0.3, y + 0.3], color="tab:red", lw=2,
+                    label="position-guessing floor" if y == 0 else None)
+        if "human_vs_reference" in s.extra:
+            ax.plot([s.extra["human_vs_reference"]], [y], marker="^", color="0.35", ls="",
+                    label="individual people vs reference" if y == 0 else None)
+        ax.errorbar(s.value, y, xerr=_err(s), fmt="o",
+                    color="tab:blue", capsize=4, label=f"{model_id} B (95% CI)" if y == 0 else None)
+    ax.set_yticks(range(len(bs)), labels, fontsize=8)
+    ax.set_ylim(-0.6, len(bs) - 0.4)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("behavioural agreement B")
+    ax.set_title(f"{task_id}: {model_id} against the human references", fontsize=10)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return fig
+
+
+def score_figures(task_id: str, scores: list[Score], model_id: str, stimset=None) -> dict[str, Any]:
+    """name -> Figure for what a task's scores show; no records needed, so the report can redraw
+    them from logged intervals (``stimset`` only adds the individual observers to accuracy-kappa)."""
+    figs: dict[str, Any] = {}
+    if score_named(scores, "capacity") is not None:
+        figs[f"{task_id}.a_k.png"] = capacity_figure(
+            [{"label": model_id, "scores": scores}], title=f"{task_id}: {model_id} a(k)")
+    if score_named(scores, "B") is not None and score_named(scores, "human_majority_agreement") is not None:
+        figs[f"{task_id}.agreement.png"] = odd_one_out_figure(scores, model_id, task_id)
+    if score_named(scores, "kappa") is not None and score_named(scores, "accuracy") is not None:
+        figs[f"{task_id}.accuracy_vs_kappa.png"] = accuracy_kappa_figure(
+            [{"label": model_id, "accuracy": score_named(scores, "accuracy"),
+              "kappa": score_named(scores, "kappa")}], stimset, title=f"{task_id}: accuracy vs kappa")
+    return figs
 
 
 def battery_figures(task_id: str, records: list[dict], scores: list[Score], stimset,
                     model_id: str) -> dict[str, Any]:
-    """name -> Figure for one task of one model's battery."""
-    figs: dict[str, Any] = {}
-    if stimset.human.get("observer_correct") is not None and _score(scores, "kappa"):
+    """name -> Figure for one task of one model's battery (logged under the run's figures/)."""
+    observers = stimset.human.get("observer_correct") is not None
+    figs = score_figures(task_id, scores, model_id, stimset if observers else None)
+    if observers and score_named(scores, "kappa"):
         figs[f"{task_id}.confusion.png"] = confusion_figure(records, stimset, model_id)
-        figs[f"{task_id}.accuracy_vs_kappa.png"] = accuracy_kappa_figure(
-            [{"label": model_id, "accuracy": _score(scores, "accuracy"), "kappa": _score(scores, "kappa")}],
-            stimset)
     return figs
+
+
+def agreement_matrix_figure(models: list[tuple[str, str]], tasks: list[tuple[str, str]],
+                            cells: dict[tuple[str, str], Score],
+                            unavailable: dict[tuple[str, str], str] | None = None):
+    """The task x model matrix of the headline score (B, or accuracy where a task has no B).
+
+    ``models``: [(model id, family)] in display order (grouped by family); ``tasks``: [(task id,
+    score name)]; ``cells``: (model, task) -> Score. Each cell prints the value and its 95% CI;
+    its colour is the value's position between the task's floor (0) and ceiling (1; 1.0 where a
+    task has no ceiling), so tasks with different floors read on one scale.
+    """
+    unavailable = unavailable or {}
+    fig, ax = plt.subplots(figsize=(2.3 * len(tasks) + 3.2, 0.42 * len(models) + 2.2),
+                           constrained_layout=True)
+    frac = np.full((len(models), len(tasks)), np.nan)
+    for i, (model, _) in enumerate(models):
+        for j, (task, _) in enumerate(tasks):
+            s = cells.get((model, task))
+            if s is None or s.value is None:
+                ax.text(j, i, "unavailable" if (model, task) in unavailable else "-",
+                        ha="center", va="center", fontsize=7, color="0.4")
+                continue
+            floor = s.floor if s.floor is not None else 0.0
+            ceiling = s.ceiling if s.ceiling is not None else 1.0
+            frac[i, j] = (s.value - floor) / (ceiling - floor) if ceiling > floor else np.nan
+            ci = "" if s.ci_low is None else f"\n[{s.ci_low:.2f}, {s.ci_high:.2f}]"
+            ax.text(j, i, f"{s.value:.3f}{ci}", ha="center", va="center", fontsize=7)
+    im = ax.imshow(np.clip(frac, -0.25, 1.25), cmap="RdYlGn", vmin=-0.25, vmax=1.25, aspect="auto")
+    head = []
+    for task, name in tasks:
+        s = next((cells[(m, task)] for m, _ in models if (m, task) in cells), None)
+        anchors = "" if s is None else (
+            f"\nfloor {s.floor:.2f}" if s.floor is not None else "\nfloor -") + (
+            f", ceiling {s.ceiling:.2f}" if s is not None and s.ceiling is not None else "")
+        head.append(f"{task}\n{name}{anchors}")
+    ax.set_xticks(range(len(tasks)), head, fontsize=7)
+    ax.xaxis.tick_top()
+    ax.set_yticks(range(len(models)), [m for m, _ in models], fontsize=8)
+    families = [f for _, f in models]
+    for i in range(1, len(models)):
+        if families[i] != families[i - 1]:
+            ax.axhline(i - 0.5, color="k", lw=1.5)
+    for fam in dict.fromkeys(families):
+        rows = [i for i, f in enumerate(families) if f == fam]
+        ax.text(-0.6, (rows[0] + rows[-1]) / 2, fam, ha="right", va="center", fontsize=8,
+                fontweight="bold", transform=ax.transData, rotation=90 if len(rows) > 2 else 0)
+    fig.colorbar(im, ax=ax, shrink=0.6, label="(value - floor) / (ceiling - floor)")
+    ax.set_title("Headline score per task and model (95% bootstrap CI); models grouped by family",
+                 fontsize=10)
+    return fig
+
+
+def rank_correlation_figure(tasks: list[str], rho: np.ndarray, n: np.ndarray):
+    """Spearman rank correlation between tasks over the models scored on both, with n per pair."""
+    fig, ax = plt.subplots(figsize=(1.6 * len(tasks) + 3, 1.3 * len(tasks) + 2), constrained_layout=True)
+    im = ax.imshow(rho, cmap="RdBu_r", vmin=-1, vmax=1)
+    for i in range(len(tasks)):
+        for j in range(len(tasks)):
+            txt = "n/a" if np.isnan(rho[i, j]) else f"{rho[i, j]:.2f}"
+            ax.text(j, i, f"{txt}\nn={int(n[i, j])}", ha="center", va="center", fontsize=8)
+    ax.set_xticks(range(len(tasks)), tasks, rotation=30, ha="right", fontsize=8)
+    ax.set_yticks(range(len(tasks)), tasks, fontsize=8)
+    fig.colorbar(im, ax=ax, shrink=0.7, label="Spearman rho")
+    ax.set_title("Cross-task rank correlation of models (headline scores)\n"
+                 "n = models scored on both tasks; n/a below 3 or without spread", fontsize=9)
+    return fig
 
 
 def close(figs: dict[str, Any]) -> None:

@@ -145,7 +145,9 @@ def build_haehn(sources: Sources, seed: int = 0, *, chart_type: int = 1, n_train
     return StimulusSet(
         task_id=task_id("haehn", chart_type), version=VERSION, response_space="scalar",
         stimuli=stimuli, human_ref_id="cleveland-mcgill-1984", prompt=PROMPT,
+        # GRAPE's participants saw GRAPE's charts; Haehn's stimuli are compared with C&M, H&B
         human={"chart_type": chart_type, "generator": "haehn",
-               "references": human_references(sources, chart_type)},
+               "references": {k: v for k, v in human_references(sources, chart_type).items()
+                              if not k.startswith("grape")}},
         seed=seed)
 

@@ -1,0 +1,514 @@
+"""``gestalt report``: the battery across models, read back from finished MLflow runs.
+
+Reads, never writes, the tracking store: for each FINISHED run tagged ``gestalt.model`` it takes
+the metrics (``<task>/null_rate``), the ``intervals.json`` artifact (every Score record) and the
+logged ``figures/*.png``, and writes into ``out_dir``:
+
+- ``matrix.png``: the task x model matrix of the headline score (B; accuracy for tasks without
+  B, i.e. series counting) with 95% CIs, models grouped by family, families in the paper's order;
+- ``accuracy_vs_kappa.png``: silhouette accuracy vs error consistency for all models, with the
+  human ceiling band and the panel's accuracy;
+- ``a_k.png``: every model's a(k) curve against the 6-12 capacity band;
+- ``rank_correlations.png`` / ``.csv``: Spearman rho between tasks over the models scored on
+  both (n per pair);
+- ``scores.csv`` / ``scores.md``: every headline score with CI, floor, ceiling, n, nulls, the
+  task's null rate and, for proportions over parseable trials (B, accuracy), the bracket
+  (1-v)x .. (1-v)x+v where x would land had the nulls been scored;
+- ``scorecards/<model>.html``: one self-contained page per model (tables, null rates per task,
+  figures embedded as base64; no external CSS, scripts or images), and ``index.html``;
+- ``runs.json``: which run of which model the report read.
+
+Without ``run_ids``, the latest FINISHED run per model id is used (optionally only runs of one
+recipe, tag ``gestalt.recipe``).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+import json
+import math
+import re
+import tempfile
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from ..errors import GestaltError
+from ..scores.agreement import null_bracket
+from ..scores.record import Score
+from ..tracking.registry import is_headline_name
+from . import figures as F
+
+# The paper's family order (supervised, self-supervised, contrastive V-L, open VLM, closed), with
+# the spellings recipes use; other families follow alphabetically, "unknown" last.
+FAMILY_ORDER = ("supervised", "self-supervised", "ssl", "contrastive-vl", "cvl", "open-vlm", "vlm",
+                "closed", "api", "cnn-from-scratch")
+HEADLINE = ("B", "accuracy")  # the matrix / rank-correlation score of a task, first one present
+BRACKETED = re.compile(r"^(B|B_\w+|accuracy)$")  # proportions over parseable trials
+SILHOUETTE = "closure.nat.silhouette"
+SERIES_COUNT = "similarity.chart.series_count"
+_SCORE_FIELDS = {f.name for f in fields(Score)}
+
+
+class ReportError(GestaltError):
+    """Nothing to report on, or a run lacks what the report reads."""
+
+
+@dataclass
+class BatteryRunData:
+    """What the report reads back from one battery run."""
+
+    run_id: str
+    model: str
+    family: str
+    recipe: str
+    params: dict[str, str]
+    tags: dict[str, str]
+    metrics: dict[str, float]
+    scores: dict[str, list[Score]]  # task -> scores, from intervals.json
+    unavailable: dict[str, str]
+    figures: dict[str, bytes] = field(default_factory=dict)  # logged figures/*.png
+
+    def null_rate(self, task: str) -> float | None:
+        """Trial-level null rate as logged; from the scores where the metric is absent."""
+        if f"{task}/null_rate" in self.metrics:
+            return self.metrics[f"{task}/null_rate"]
+        first = next(iter(self.scores.get(task, [])), None)
+        return None if first is None else first.null_rate
+
+
+def score_from_dict(d: dict[str, Any], where: str) -> Score:
+    missing = {"name", "value", "n", "nulls", "method", "version"} - set(d)
+    if missing:
+        raise ReportError(f"{where}: score record lacks {sorted(missing)}")
+    return Score(**{k: v for k, v in d.items() if k in _SCORE_FIELDS})
+
+
+def parse_intervals(intervals: dict[str, Any], where: str) -> tuple[dict[str, list[Score]], dict[str, str]]:
+    scores, unavailable = {}, {}
+    for task, entry in intervals.items():
+        if "unavailable" in entry:
+            unavailable[task] = entry["unavailable"]
+        else:
+            scores[task] = [score_from_dict(d, f"{where} {task}") for d in entry.get("scores", [])]
+    return scores, unavailable
+
+
+# -- reading runs ---------------------------------------------------------------------------------
+
+def load_runs(tracking_uri: str, experiment: str, run_ids: list[str] | None = None,
+              recipe: str | None = None) -> list[BatteryRunData]:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    if run_ids:
+        runs = []
+        for rid in run_ids:
+            run = client.get_run(str(rid))
+            if run.info.status != "FINISHED" or "gestalt.model" not in run.data.tags:
+                raise ReportError(f"run {rid}: not a FINISHED gestalt battery run "
+                                  f"(status {run.info.status})")
+            runs.append(run)
+    else:
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None:
+            names = [e.name for e in client.search_experiments()]
+            raise ReportError(f"no experiment {experiment!r} at {tracking_uri}; experiments: {names}")
+        runs, token = [], None
+        while True:
+            page = client.search_runs([exp.experiment_id], "attributes.status = 'FINISHED'",
+                                      order_by=["attributes.start_time DESC"], max_results=1000,
+                                      page_token=token)
+            runs += page
+            token = page.token
+            if not token:
+                break
+        latest: dict[str, Any] = {}
+        for run in runs:  # newest first: keep the first run seen per model
+            tags = run.data.tags
+            if "gestalt.model" in tags and (recipe is None or tags.get("gestalt.recipe") == recipe):
+                latest.setdefault(tags["gestalt.model"], run)
+        runs = list(latest.values())
+    if not runs:
+        raise ReportError(f"no FINISHED gestalt runs in experiment {experiment!r}"
+                          + (f" for recipe {recipe!r}" if recipe else "") + f" at {tracking_uri}")
+    return [_read_run(client, run) for run in runs]
+
+
+def _read_run(client, run) -> BatteryRunData:
+    rid = run.info.run_id
+    tags = run.data.tags
+    where = f"run {rid} ({tags['gestalt.model']})"
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = client.download_artifacts(rid, "intervals.json", tmp)
+        except Exception as e:  # the store's own error type differs by backend
+            raise ReportError(f"{where}: no intervals.json artifact ({e})") from None
+        intervals = json.loads(Path(path).read_text())
+        figs = {}
+        for art in client.list_artifacts(rid, "figures"):
+            if art.path.endswith(".png"):
+                figs[Path(art.path).name] = Path(client.download_artifacts(rid, art.path, tmp)).read_bytes()
+    scores, unavailable = parse_intervals(intervals, where)
+    return BatteryRunData(run_id=rid, model=tags["gestalt.model"],
+                          family=tags.get("gestalt.family", "unknown"),
+                          recipe=tags.get("gestalt.recipe", ""), params=dict(run.data.params),
+                          tags=dict(tags), metrics=dict(run.data.metrics), scores=scores,
+                          unavailable=unavailable, figures=figs)
+
+
+# -- tables ---------------------------------------------------------------------------------------
+
+def family_rank(family: str) -> tuple[int, str]:
+    if family in FAMILY_ORDER:
+        return FAMILY_ORDER.index(family), family
+    return (len(FAMILY_ORDER) + (family == "unknown"), family)
+
+
+def task_order(runs: list[BatteryRunData]) -> list[str]:
+    """Tasks in the order the first runs logged them (recipe order)."""
+    out: dict[str, None] = {}
+    for r in runs:
+        out.update(dict.fromkeys([*r.scores, *r.unavailable]))
+    return list(out)
+
+
+def headline(scores: list[Score]) -> Score | None:
+    by = {s.name: s for s in scores}
+    return next((by[n] for n in HEADLINE if n in by and by[n].value is not None), None)
+
+
+def ordered_models(runs: list[BatteryRunData], tasks: list[str]) -> list[BatteryRunData]:
+    """Grouped by family (paper order); within a family by the mean of (x - floor)/(ceiling -
+    floor) over the headline scores, best first, then by id."""
+    def within(r: BatteryRunData) -> float:
+        fr = []
+        for t in tasks:
+            s = headline(r.scores.get(t, []))
+            if s is not None:
+                lo = s.floor if s.floor is not None else 0.0
+                hi = s.ceiling if s.ceiling is not None else 1.0
+                if hi > lo:
+                    fr.append((s.value - lo) / (hi - lo))
+        return -float(np.mean(fr)) if fr else math.inf
+
+    return sorted(runs, key=lambda r: (family_rank(r.family), within(r), r.model))
+
+
+def score_rows(runs: list[BatteryRunData], tasks: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for r in runs:
+        for task in tasks:
+            v = r.null_rate(task)
+            if task in r.unavailable:
+                rows.append({"model": r.model, "family": r.family, "task": task, "score": "",
+                             "note": f"unavailable: {r.unavailable[task]}", "run_id": r.run_id})
+                continue
+            for s in r.scores.get(task, []):
+                if not is_headline_name(s.name):
+                    continue
+                low = high = None
+                if BRACKETED.match(s.name) and s.value is not None:
+                    low, high = null_bracket(s.value, s.null_rate)
+                rows.append({
+                    "model": r.model, "family": r.family, "task": task, "score": s.name,
+                    "value": s.value, "ci_low": s.ci_low, "ci_high": s.ci_high, "floor": s.floor,
+                    "ceiling": s.ceiling, "n": s.n, "nulls": s.nulls, "task_null_rate": v,
+                    "full_low": low, "full_high": high, "version": s.version, "note": "",
+                    "run_id": r.run_id})
+    return rows
+
+
+COLUMNS = ("model", "family", "task", "score", "value", "ci_low", "ci_high", "floor", "ceiling",
+           "n", "nulls", "task_null_rate", "full_low", "full_high", "version", "note", "run_id")
+
+
+def human_rows(runs: list[BatteryRunData], tasks: list[str]) -> list[dict[str, Any]]:
+    """The human reference scores (identical across models of one stimulus set), once per task."""
+    rows = []
+    for task in tasks:
+        src = next((r for r in runs if any(s.name.startswith("human_") for s in r.scores.get(task, []))),
+                   None)
+        for s in [] if src is None else src.scores[task]:
+            if s.name.startswith("human_"):
+                rows.append({"task": task, "score": s.name, "value": s.value, "ci_low": s.ci_low,
+                             "ci_high": s.ci_high, "n": s.n, "method": s.method})
+    return rows
+
+
+def rank_correlations(values: dict[str, dict[str, float]], tasks: list[str]
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Spearman rho between each pair of tasks over the models scored on both.
+
+    ``values``: task -> {model: headline value}. Returns (rho, n) as (T, T) arrays; rho is NaN
+    where fewer than 3 models are shared or one side has no spread (a rank correlation of two
+    points, or of constants, says nothing). Ties get average ranks (scipy's convention).
+    """
+    t = len(tasks)
+    rho, n = np.full((t, t), np.nan), np.zeros((t, t), dtype=int)
+    for i, a in enumerate(tasks):
+        for j, b in enumerate(tasks):
+            shared = sorted(set(values.get(a, {})) & set(values.get(b, {})))
+            n[i, j] = len(shared)
+            x = np.array([values[a][m] for m in shared])
+            y = np.array([values[b][m] for m in shared])
+            if len(shared) >= 3 and np.ptp(x) > 0 and np.ptp(y) > 0:
+                rho[i, j] = float(stats.spearmanr(x, y).statistic)
+    return rho, n
+
+
+def _fmt(v: Any, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _ci(row: dict[str, Any]) -> str:
+    return "" if row.get("ci_low") is None else f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]"
+
+
+def _bracket(row: dict[str, Any]) -> str:
+    return "" if row.get("full_low") is None else f"{_fmt(row['full_low'])} .. {_fmt(row['full_high'])}"
+
+
+def write_csv(rows: list[dict[str, Any]], path: Path, columns=COLUMNS) -> None:
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(columns), extrasaction="ignore")
+        w.writeheader()
+        for row in rows:
+            w.writerow({c: ("" if row.get(c) is None else row.get(c)) for c in columns})
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    head = ["model", "family", "task", "score", "value [95% CI]", "floor", "ceiling", "n", "nulls",
+            "null rate", "(1-v)x .. (1-v)x+v"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        if r["note"]:
+            cells = [r["model"], r["family"], r["task"], "", r["note"].replace("|", "/"),
+                     "", "", "", "", "", ""]
+        else:
+            cells = [r["model"], r["family"], r["task"], r["score"], f"{_fmt(r['value'])} {_ci(r)}",
+                     _fmt(r["floor"]), _fmt(r["ceiling"]), _fmt(r["n"]), _fmt(r["nulls"]),
+                     _fmt(r["task_null_rate"]), _bracket(r)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# -- figures --------------------------------------------------------------------------------------
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    F.plt.close(fig)
+    return buf.getvalue()
+
+
+@dataclass
+class Headlines:
+    """The headline score of every (model, task), and each task's headline score name."""
+
+    cells: dict[tuple[str, str], Score]
+    names: dict[str, str]  # task -> score name, for tasks some model has one for
+    unavailable: dict[tuple[str, str], str]
+
+    def values(self) -> dict[str, dict[str, float]]:
+        return {t: {m: s.value for (m, tt), s in self.cells.items() if tt == t} for t in self.names}
+
+
+def headlines(runs: list[BatteryRunData], tasks: list[str]) -> Headlines:
+    cells, names, unavailable = {}, {}, {}
+    for r in runs:
+        for t in tasks:
+            s = headline(r.scores.get(t, []))
+            if s is not None:
+                cells[(r.model, t)] = s
+                names.setdefault(t, s.name)
+            if t in r.unavailable:
+                unavailable[(r.model, t)] = r.unavailable[t]
+    return Headlines(cells, {t: names[t] for t in tasks if t in names}, unavailable)
+
+
+def report_figures(runs: list[BatteryRunData], heads: Headlines) -> dict[str, bytes]:
+    """name -> PNG bytes of the cross-model figures (only those the runs have data for)."""
+    colors = F.family_colors([r.family for r in runs])
+    out: dict[str, bytes] = {}
+    if heads.names:
+        out["matrix.png"] = _png(F.agreement_matrix_figure(
+            [(r.model, r.family) for r in runs], list(heads.names.items()), heads.cells,
+            heads.unavailable))
+    points = [{"label": r.model, "group": r.family, "color": colors[r.family],
+               "accuracy": F.score_named(r.scores[SILHOUETTE], "accuracy"),
+               "kappa": F.score_named(r.scores[SILHOUETTE], "kappa")}
+              for r in runs if F.score_named(r.scores.get(SILHOUETTE, []), "kappa") is not None]
+    if points:
+        out["accuracy_vs_kappa.png"] = _png(F.accuracy_kappa_figure(
+            points, title=f"{SILHOUETTE}: accuracy vs error consistency, {len(points)} models"))
+    curves = [{"label": r.model, "scores": r.scores[SERIES_COUNT]}
+              for r in runs if F.score_named(r.scores.get(SERIES_COUNT, []), "capacity") is not None]
+    if curves:
+        out["a_k.png"] = _png(F.capacity_figure(
+            curves, title=f"{SERIES_COUNT}: a(k) of {len(curves)} models against the capacity band"))
+    if len(heads.names) >= 2:
+        tasks = list(heads.names)
+        rho, n = rank_correlations(heads.values(), tasks)
+        out["rank_correlations.png"] = _png(F.rank_correlation_figure(tasks, rho, n))
+    return out
+
+
+# -- HTML -----------------------------------------------------------------------------------------
+
+_CSS = """body{font-family:sans-serif;margin:2em;max-width:1100px;color:#222}
+table{border-collapse:collapse;margin:0.5em 0 1.5em}th,td{border:1px solid #bbb;padding:3px 7px;
+font-size:13px;text-align:left}th{background:#eee}td.num{text-align:right;font-variant-numeric:
+tabular-nums}img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}code{font-size:12px}
+.unavail{color:#a40}"""
+
+
+def _img(name: str, png: bytes) -> str:
+    data = base64.b64encode(png).decode("ascii")
+    return (f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{html.escape(name)}</figcaption></figure>")
+
+
+def _table(head: list[str], rows: list[list[str]], num_from: int = 0) -> str:
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = "".join(
+        "<tr>" + "".join(f'<td{" class=num" if i >= num_from and num_from else ""}>{html.escape(c)}</td>'
+                         for i, c in enumerate(row)) + "</tr>" for row in rows)
+    return f"<table><tr>{th}</tr>{body}</table>"
+
+
+def _page(title: str, body: str) -> str:
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}'
+            f"</title><style>{_CSS}</style></head><body>{body}</body></html>\n")
+
+
+def scorecard_html(run: BatteryRunData, rows: list[dict[str, Any]], humans: list[dict[str, Any]],
+                   tasks: list[str], figures: dict[str, bytes]) -> str:
+    """One model's scorecard: identity, null rates, headline scores, human references, figures."""
+    p = run.params
+    ident = [["model", run.model], ["family", run.family], ["model version", p.get("model_version", "")],
+             ["weights", p.get("weights", "")], ["readouts", p.get("readouts", "")],
+             ["recipe", f"{run.recipe} (sha256 {run.tags.get('gestalt.recipe_sha256', '')[:12]})"],
+             ["harness version", p.get("harness_version", "")], ["seed", p.get("seed", "")],
+             ["MLflow run", run.run_id]]
+    nulls = []
+    for t in tasks:
+        if t in run.unavailable:
+            nulls.append([t, "unavailable", "", run.unavailable[t]])
+        elif t in run.scores:
+            v = run.null_rate(t)
+            n = run.metrics.get(f"{t}/n")
+            nulls.append([t, _fmt(v), _fmt(int(n)) if n is not None else "", ""])
+    mine = [r for r in rows if r["model"] == run.model and not r["note"]]
+    score_table = [[r["task"], r["score"], _fmt(r["value"]), _ci(r), _fmt(r["floor"]), _fmt(r["ceiling"]),
+                    _fmt(r["n"]), _fmt(r["nulls"]), _bracket(r)] for r in mine]
+    human_table = [[h["task"], h["score"], _fmt(h["value"]),
+                    "" if h["ci_low"] is None else f"[{_fmt(h['ci_low'])}, {_fmt(h['ci_high'])}]",
+                    _fmt(h["n"]), h["method"]] for h in humans if h["task"] in run.scores]
+    body = [f"<h1>gestalt scorecard: {html.escape(run.model)}</h1>",
+            "<p>Behavioural alignment with published human data. Intervals are 95% percentile "
+            "bootstrap CIs over stimuli; nulls (unparseable answers) are excluded and counted, and "
+            "for proportions the bracket (1-v)x .. (1-v)x+v shows where the score would land had "
+            "they been scored.</p>",
+            _table(["", ""], ident),
+            "<h2>Trials and null rates per task</h2>",
+            _table(["task", "null rate", "parseable trials", "note"], nulls),
+            "<h2>Scores</h2>",
+            _table(["task", "score", "value", "95% CI", "floor", "ceiling", "n", "nulls",
+                    "(1-v)x .. (1-v)x+v"], score_table, num_from=2)]
+    if human_table:
+        body += ["<h2>Human references (same stimuli)</h2>",
+                 _table(["task", "score", "value", "95% CI", "n", "method"], human_table)]
+    if figures:
+        body.append("<h2>Figures</h2>")
+        body += [_img(name, png) for name, png in sorted(figures.items())]
+    return _page(f"gestalt scorecard: {run.model}", "\n".join(body))
+
+
+def model_figures(run: BatteryRunData) -> dict[str, bytes]:
+    """The run's logged figures, plus those its scores can redraw where a run logged none."""
+    figs = dict(run.figures)
+    for task, scores in run.scores.items():
+        drawn = F.score_figures(task, scores, run.model)
+        for name, fig in drawn.items():
+            if name in figs:
+                F.plt.close(fig)
+            else:
+                figs[name] = _png(fig)
+    return figs
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
+
+
+def build_report(tracking_uri: str, experiment: str, out_dir: str | Path,
+                 run_ids: list[str] | None = None, recipe: str | None = None) -> dict[str, Path]:
+    """Write the cross-model report into ``out_dir``; returns name -> path of what it wrote."""
+    runs = load_runs(tracking_uri, experiment, run_ids, recipe)
+    dup = sorted({r.model for r in runs if sum(x.model == r.model for x in runs) > 1})
+    if dup:
+        raise ReportError(f"several runs of model(s) {dup}: pass one run id per model")
+    tasks = task_order(runs)
+    runs = ordered_models(runs, tasks)
+    out = Path(out_dir)
+    (out / "scorecards").mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+
+    def put(name: str, data: bytes | str) -> None:
+        path = out / name
+        (path.write_bytes if isinstance(data, bytes) else path.write_text)(data)
+        written[name] = path
+
+    heads = headlines(runs, tasks)
+    figs = report_figures(runs, heads)
+    for name, png in figs.items():
+        put(name, png)
+    rows = score_rows(runs, tasks)
+    write_csv(rows, out / "scores.csv")
+    written["scores.csv"] = out / "scores.csv"
+    humans = human_rows(runs, tasks)
+    md = [f"# gestalt report: {experiment}", "",
+          f"{len(runs)} models, tasks: {', '.join(tasks)}.", "", markdown_table(rows)]
+    if humans:
+        md += ["", "## Human references", "", "| task | score | value [95% CI] | n |", "|---|---|---|---|"]
+        md += [f"| {h['task']} | {h['score']} | {_fmt(h['value'])} {_ci(h)} | {h['n']} |" for h in humans]
+    put("scores.md", "\n".join(md) + "\n")
+
+    rank_tasks = list(heads.names)
+    rho, n = rank_correlations(heads.values(), rank_tasks)
+    corr = [{"task_a": a, "task_b": b, "score_a": heads.names[a], "score_b": heads.names[b],
+             "spearman_rho": None if np.isnan(rho[i, j]) else float(rho[i, j]), "n": int(n[i, j])}
+            for i, a in enumerate(rank_tasks) for j, b in enumerate(rank_tasks) if i < j]
+    write_csv(corr, out / "rank_correlations.csv",
+              ("task_a", "task_b", "score_a", "score_b", "spearman_rho", "n"))
+    written["rank_correlations.csv"] = out / "rank_correlations.csv"
+
+    links = []
+    for r in runs:
+        page = f"scorecards/{_safe(r.model)}.html"
+        put(page, scorecard_html(r, rows, humans, tasks, model_figures(r)))
+        links.append(f'<li><a href="{html.escape(page)}">{html.escape(r.model)}</a> '
+                     f"({html.escape(r.family)})</li>")
+    index = [f"<h1>gestalt report: {html.escape(experiment)}</h1>",
+             f"<p>{len(runs)} models; one scorecard per model:</p>", "<ul>" + "".join(links) + "</ul>"]
+    index += [_img(name, png) for name, png in figs.items()]
+    index.append(_table(["model", "task", "score", "value", "95% CI", "floor", "ceiling", "null rate",
+                         "(1-v)x .. (1-v)x+v"],
+                        [[r["model"], r["task"], r["score"], _fmt(r["value"]), _ci(r), _fmt(r["floor"]),
+                          _fmt(r["ceiling"]), _fmt(r["task_null_rate"]), _bracket(r)]
+                         for r in rows if not r["note"]], num_from=3))
+    put("index.html", _page(f"gestalt report: {experiment}", "\n".join(index)))
+    put("runs.json", json.dumps([{"model": r.model, "family": r.family, "run_id": r.run_id,
+                                  "recipe": r.recipe} for r in runs], indent=1) + "\n")
+    return written

@@ -1,0 +1,224 @@
+"""``gestalt register``: a model's alignment scorecard in MLflow (SPEC 8, reference/platform.md 1.9).
+
+For one FINISHED battery run:
+
+1. One *external* LoggedModel per model identity (model id + ``model_version``, the adapter's
+   weights-inclusive version string) in the run's experiment, found again by the tag
+   ``gestalt.identity`` (sha256 of the identity) so that every battery of the same weights
+   accumulates on it, each metric carrying its ``run_id``.
+2. The battery metrics (``<task>/...``) linked to it with ``mlflow.log_metrics(model_id=...,
+   dataset=...)``, the dataset being the task's stimulus set (name = task id, digest = its
+   sha256, truncated to the 36 characters MLflow's dataset digest column holds). They are
+   re-logged with their original timestamps, so the run's own metric history gains no points
+   (MLflow drops exact duplicates) while the LoggedModel gets them; the run records the model and
+   the stimulus sets as its inputs.
+3. ``mlflow.register_model("models:/<model_id>", name)``, an alias on that version, and version
+   tags. Registered versions carry no metrics in the OSS store (platform.md 1.9), so the headline
+   numbers are mirrored into version tags ``gestalt.<task>/<score>`` (+ ``_ci_low``/``_ci_high``)
+   and ``gestalt.<task>/null_rate``. Registering the same run again reuses its version.
+
+Known MLflow 3.17.2 bug (platform.md 1.9): ``search_logged_models(datasets=[{"dataset_name":
+...}])`` finds nothing through a tracking server unless ``dataset_digest`` is passed too;
+:func:`find_scorecards` always passes both.
+
+The fluent calls above read the global tracking URI; :func:`_tracking` sets it for the call and
+restores the previous one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from ..errors import GestaltError
+
+DIGEST_CHARS = 36  # MLflow's dataset digest columns are String(36)
+ALIAS = re.compile(r"^[\w-]+$")
+DETAIL = re.compile(r"^a_k\d+$|[/.]")  # per-level curves (a_k07) and breakdowns (graph_type/bar/...)
+
+
+def is_headline_name(name: str) -> bool:
+    """A model's own headline score: not a per-level/breakdown detail, not a human reference."""
+    return not DETAIL.search(name) and not name.startswith("human_")
+
+
+class RegistryError(GestaltError):
+    """A run that cannot be registered as a scorecard, or a bad alias / name."""
+
+
+@dataclass
+class Scorecard:
+    name: str
+    version: str
+    alias: str
+    model_id: str  # the LoggedModel
+    run_id: str
+    tags: dict[str, str]
+
+
+def identity_digest(model: str, model_version: str) -> str:
+    return hashlib.sha256(f"{model}\n{model_version}".encode()).hexdigest()
+
+
+def default_alias(recipe: str) -> str:
+    """``latest-<recipe>``: MLflow reserves the bare alias ``latest``; aliases allow [A-Za-z0-9_-]."""
+    return "latest-" + re.sub(r"[^\w-]", "-", recipe or "battery")
+
+
+@contextlib.contextmanager
+def _tracking(uri: str) -> Iterator[Any]:
+    import mlflow
+
+    # set_tracking_uri mirrors the URI into $MLFLOW_TRACKING_URI, so that variable is the state
+    previous = os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(uri)
+    try:
+        yield mlflow
+    finally:
+        mlflow.set_tracking_uri(previous)
+
+
+def _fmt(v: float) -> str:
+    return repr(float(v))
+
+
+def version_tags(run, intervals: dict[str, Any]) -> dict[str, str]:
+    """Identity and provenance of the battery plus its headline numbers, as version tags."""
+    params, tags, metrics = run.data.params, run.data.tags, run.data.metrics
+    out = {
+        "gestalt.model": tags["gestalt.model"],
+        "gestalt.model_version": params.get("model_version", ""),
+        "gestalt.family": tags.get("gestalt.family", "unknown"),
+        "gestalt.run_id": run.info.run_id,
+        "gestalt.recipe": tags.get("gestalt.recipe", ""),
+        "gestalt.recipe_sha256": tags.get("gestalt.recipe_sha256", ""),
+        "gestalt.stimulus_sets_sha256": tags.get("gestalt.stimulus_sets_sha256", ""),
+        "gestalt.harness_version": params.get("harness_version", ""),
+    }
+    for task, entry in intervals.items():
+        if "unavailable" in entry:
+            out[f"gestalt.{task}/unavailable"] = str(entry["unavailable"])[:5000]
+            continue
+        if f"{task}/null_rate" in metrics:
+            out[f"gestalt.{task}/null_rate"] = _fmt(metrics[f"{task}/null_rate"])
+        for s in entry.get("scores", []):
+            if not is_headline_name(s["name"]) or s.get("value") is None:
+                continue
+            key = f"gestalt.{task}/{s['name']}"
+            out[key] = _fmt(s["value"])
+            for bound in ("ci_low", "ci_high"):
+                if s.get(bound) is not None and not math.isnan(s[bound]):
+                    out[f"{key}_{bound}"] = _fmt(s[bound])
+    return out
+
+
+def _stimulus_set(task: str, sha256: str, run_id: str):
+    """The task's stimulus set as an MLflow dataset: metadata only (name, digest, provenance)."""
+    from mlflow.data.code_dataset_source import CodeDatasetSource
+    from mlflow.data.meta_dataset import MetaDataset
+
+    source = CodeDatasetSource({"gestalt.task": task, "gestalt.stimulus_set_sha256": sha256,
+                                "gestalt.run_id": run_id})
+    return MetaDataset(source=source, name=task, digest=sha256[:DIGEST_CHARS])
+
+
+def logged_model_for(mlflow, run, experiment_id: str):
+    """The external LoggedModel of this run's model identity, created on first use."""
+    model = run.data.tags["gestalt.model"]
+    version = run.data.params.get("model_version", "")
+    digest = identity_digest(model, version)
+    found = mlflow.search_logged_models(
+        experiment_ids=[experiment_id], filter_string=f"tags.`gestalt.identity` = '{digest}'",
+        order_by=[{"field_name": "creation_time", "ascending": True}], output_format="list")
+    if found:
+        return found[0]
+    p = run.data.params
+    return mlflow.create_external_model(
+        name=model, source_run_id=run.info.run_id, experiment_id=experiment_id,
+        model_type=run.data.tags.get("gestalt.family", "unknown"),
+        params={k: p.get(k, "") for k in ("model_version", "model_ref", "weights", "weights_revision",
+                                           "dtype")},
+        tags={"gestalt.identity": digest, "gestalt.model": model, "gestalt.model_version": version,
+              "gestalt.family": run.data.tags.get("gestalt.family", "unknown")})
+
+
+def link_metrics(mlflow, client, run, model_id: str, intervals: dict[str, Any]) -> int:
+    """Link each scored task's run metrics to the LoggedModel with the task's stimulus set."""
+    linked = 0
+    for task, entry in intervals.items():
+        if "unavailable" in entry:
+            continue
+        sha = entry.get("stimulus_set_sha256")
+        if not sha:
+            raise RegistryError(f"run {run.info.run_id}: intervals.json {task} has no stimulus_set_sha256")
+        dataset = _stimulus_set(task, sha, run.info.run_id)
+        keys = [k for k in run.data.metrics if k.startswith(f"{task}/")]
+        by_time: dict[int, dict[str, float]] = {}
+        for key in keys:  # original timestamps: the run's history gains no duplicate points
+            last = client.get_metric_history(run.info.run_id, key)[-1]
+            by_time.setdefault(last.timestamp, {})[key] = last.value
+        for ts, metrics in by_time.items():
+            mlflow.log_metrics(metrics, run_id=run.info.run_id, timestamp=ts, model_id=model_id,
+                               dataset=dataset, synchronous=True)
+            linked += len(metrics)
+    return linked
+
+
+def register_scorecard(tracking_uri: str, run_id: str, name: str | None = None,
+                       alias: str | None = None) -> Scorecard:
+    """Register the battery run's scorecard; ``name`` defaults to ``gestalt-scorecard-<model>``,
+    ``alias`` to ``latest-<recipe>``."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    run = client.get_run(str(run_id))
+    tags = run.data.tags
+    if run.info.status != "FINISHED" or "gestalt.model" not in tags:
+        raise RegistryError(f"run {run_id}: not a FINISHED gestalt battery run (status {run.info.status})")
+    alias = alias or default_alias(tags.get("gestalt.recipe", ""))
+    if alias.lower() == "latest" or not ALIAS.match(alias) or re.fullmatch(r"[vV]\d+", alias):
+        raise RegistryError(f"alias {alias!r}: MLflow reserves 'latest' and v<number>, and aliases "
+                            f"may only use letters, digits, '_' and '-'")
+    name = name or f"gestalt-scorecard-{tags['gestalt.model']}"
+    if "'" in name or not name.strip():
+        raise RegistryError(f"registered model name {name!r}: must be non-empty, without quotes")
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            intervals = json.loads(Path(client.download_artifacts(run.info.run_id, "intervals.json",
+                                                                  tmp)).read_text())
+        except Exception as e:  # the store's own error type differs by backend
+            raise RegistryError(f"run {run_id}: no intervals.json artifact ({e})") from None
+    vtags = version_tags(run, intervals)
+    with _tracking(tracking_uri) as mlflow:
+        lm = logged_model_for(mlflow, run, run.info.experiment_id)
+        link_metrics(mlflow, client, run, lm.model_id, intervals)
+        existing = [v for v in client.search_model_versions(f"name = '{name}'")
+                    if v.tags.get("gestalt.run_id") == run.info.run_id]
+        mv = existing[0] if existing else mlflow.register_model(f"models:/{lm.model_id}", name, tags=vtags)
+    client.set_registered_model_alias(name, alias, mv.version)
+    return Scorecard(name=name, version=str(mv.version), alias=alias, model_id=lm.model_id,
+                     run_id=run.info.run_id, tags=vtags)
+
+
+def find_scorecards(tracking_uri: str, experiment_id: str, task: str, stimulus_set_sha256: str,
+                    order_by: str | None = None) -> list:
+    """LoggedModels with metrics on a task's stimulus set, best first by ``order_by`` metric.
+
+    Passes ``dataset_digest`` with ``dataset_name``: without it MLflow 3.17.2 finds nothing
+    through a tracking server (platform.md 1.9).
+    """
+    with _tracking(tracking_uri) as mlflow:
+        return mlflow.search_logged_models(
+            experiment_ids=[experiment_id],
+            datasets=[{"dataset_name": task, "dataset_digest": stimulus_set_sha256[:DIGEST_CHARS]}],
+            order_by=[{"field_name": f"metrics.{order_by}", "ascending": False}] if order_by else None,
+            output_format="list")
