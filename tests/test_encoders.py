@@ -125,3 +125,19 @@ def test_transformers_tiny_towers_from_saved_configs(tmp_path, kind):
     adapter = build_adapter(ModelSpec(id=kind, source="hf", name=str(tmp_path)))
     emb = adapter.embed(_images(2))
     assert emb.shape == (2, dim) and np.isfinite(emb).all()
+
+
+def test_hf_model_kwargs_reach_from_pretrained(tmp_path):
+    """MAE masks 75% of patches at random unless mask_ratio=0: embeddings must then be repeatable."""
+    from transformers import ViTImageProcessor, ViTMAEConfig, ViTMAEModel
+
+    tiny = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                image_size=32, patch_size=8)
+    ViTMAEModel(ViTMAEConfig(**tiny)).save_pretrained(tmp_path)
+    ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(tmp_path)
+    masked = build_adapter(ModelSpec(id="mae", source="hf", name=str(tmp_path), options={"pooling": "mean"}))
+    full = build_adapter(ModelSpec(id="mae", source="hf", name=str(tmp_path),
+                                   options={"pooling": "mean", "model_kwargs": {"mask_ratio": 0.0}}))
+    images = _images(2)
+    assert not np.allclose(masked.embed(images), masked.embed(images))
+    np.testing.assert_allclose(full.embed(images), full.embed(images), atol=1e-6)

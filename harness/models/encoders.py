@@ -233,7 +233,7 @@ class HFVisionEncoder(TorchEncoder):
 
     Embedding: ``get_image_features`` where the model has one (contrastive towers); otherwise
     ``options.pooling``: ``pooler`` (default when the model returns one), ``cls`` or ``mean``
-    over the last hidden state.
+    over the last hidden state. ``options.model_kwargs`` go to ``from_pretrained``.
     """
 
     library = "transformers"
@@ -255,7 +255,8 @@ class HFVisionEncoder(TorchEncoder):
         from transformers import AutoImageProcessor, AutoModel
 
         s = self.spec
-        model = AutoModel.from_pretrained(s.name, revision=s.revision)
+        # e.g. MAE needs mask_ratio=0.0, or it embeds a random 25% of the patches on every call
+        model = AutoModel.from_pretrained(s.name, revision=s.revision, **s.options.get("model_kwargs", {}))
         processor = AutoImageProcessor.from_pretrained(s.name, revision=s.revision)
 
         def transform(image):

@@ -276,10 +276,12 @@ def agreement_matrix_figure(models: list[tuple[str, str]], tasks: list[tuple[str
     for i in range(1, len(models)):
         if families[i] != families[i - 1]:
             ax.axhline(i - 0.5, color="k", lw=1.5)
-    for fam in dict.fromkeys(families):
-        rows = [i for i, f in enumerate(families) if f == fam]
-        ax.text(-0.6, (rows[0] + rows[-1]) / 2, fam, ha="right", va="center", fontsize=8,
-                fontweight="bold", transform=ax.transData, rotation=90 if len(rows) > 2 else 0)
+    groups = list(dict.fromkeys(families))
+    right = ax.twinx()  # family names on the right, one tick per block
+    right.set_ylim(ax.get_ylim())
+    right.set_yticks([np.mean([i for i, f in enumerate(families) if f == fam]) for fam in groups],
+                     groups, fontsize=8, fontweight="bold")
+    right.tick_params(length=0)
     fig.colorbar(im, ax=ax, shrink=0.6, label="(value - floor) / (ceiling - floor)")
     ax.set_title("Headline score per task and model (95% bootstrap CI); models grouped by family",
                  fontsize=10)

@@ -31,6 +31,11 @@ class BatteryRun:
 
         self.mlflow = mlflow
         mlflow.set_tracking_uri(uri)
+        if uri.startswith("sqlite:///") and mlflow.get_experiment_by_name(experiment) is None:
+            # MLflow would put artifacts in ./mlruns of whatever directory the run starts from;
+            # keep them beside the database instead, so a store is one self-contained folder
+            db = Path(uri.removeprefix("sqlite:///"))
+            mlflow.create_experiment(experiment, artifact_location=(db.parent.resolve() / "mlartifacts").as_uri())
         mlflow.set_experiment(experiment)
         self.run_name = run_name
         self.tags = tags

@@ -1,0 +1,266 @@
+"""Per-run figures and the cross-model report (``gestalt report``), on synthetic battery runs logged
+through the real BatteryRun logger into a temporary sqlite store."""
+
+import base64
+import csv
+import json
+import re
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from harness.scores.record import Score
+
+SIL, MARK, SERIES, THINGS = ("closure.nat.silhouette", "similarity.chart.mark_color",
+                             "similarity.chart.series_count", "similarity.nat.things")
+SHA = {SIL: "a1" * 32, MARK: "b2" * 32, SERIES: "c3" * 32}
+
+
+def sc(name, value, n, nulls=0, ci=0.08, **kw):
+    lo = None if ci is None else max(value - ci, 0.0)
+    hi = None if ci is None else value + ci
+    return Score(name=name, value=value, ci_low=lo, ci_high=hi, n=n, nulls=nulls,
+                 method="synthetic", version="1", **kw)
+
+
+def battery_scores(level: float, nulls: int = 0) -> dict[str, list[Score]]:
+    """Score records named and shaped as the real scorers emit them; ``level`` sets the model."""
+    n_sil = 80 - nulls
+    v = nulls / 80
+    b = 0.30 + 0.4 * level
+    silhouette = [
+        sc("accuracy", 0.40 + 0.5 * level, n_sil, nulls, floor=1 / 16, extra={"human_accuracy": 0.73}),
+        sc("B", b, n_sil, nulls, floor=1 / 16, ceiling=0.71,
+           extra={"B_full_low": (1 - v) * b, "B_full_high": (1 - v) * b + v, "null_fraction": v}),
+        sc("kappa", 0.10 + 0.35 * level, n_sil, nulls, floor=0.0, ceiling=0.4925,
+           extra={"ceiling_ci": [0.43, 0.55], "ceiling_loo": 0.48}),
+        sc("kappa_pairwise", 0.09 + 0.35 * level, n_sil, nulls, floor=0.0, ceiling=0.4925),
+        sc("human_kappa_pairwise", 0.4925, 80, ci=0.06),
+        sc("human_kappa_loo", 0.48, 80, ci=0.06),
+    ]
+    bk = 0.40 + 0.3 * (1 - level)  # ranks reversed against the silhouettes on purpose
+    mark = [
+        sc("B", bk, 120, floor=0.35, ceiling=0.78,
+           extra={"reference": "kernel", "position_shares": [0.31, 0.34, 0.35],
+                  "human_vs_reference": 0.70, "B_full_low": bk, "B_full_high": bk}),
+        sc("B_majority", bk - 0.05, 120, floor=0.36, ceiling=0.78,
+           extra={"reference": "majority", "position_shares": [0.30, 0.34, 0.36],
+                  "human_vs_reference": 0.78, "B_full_low": bk - 0.05, "B_full_high": bk - 0.05}),
+        sc("human_majority_agreement", 0.78, 120, ci=0.02),
+        sc("human_loo_agreement", 0.74, 120, ci=0.02),
+    ]
+    a = [max(0.0, min(1.0, 1.1 - k * (0.05 + 0.04 * (1 - level)))) for k in range(1, 21)]
+    cap = next((k for k in range(1, 21) if a[k - 1] < 0.5), 21) - 1
+    series = [sc("accuracy", float(np.mean(a)), 40, floor=0.05),
+              sc("mae", 2.0 - level, 40, ci=0.5, extra={"constant_median_mae": 5.0})]
+    series += [sc(f"a_k{k:02d}", a[k - 1], 2, ci=0.25) for k in range(1, 21)]
+    series += [sc("capacity", float(cap), 40, ci=2.0, extra={"band": [6, 12], "in_band": 6 <= cap <= 12}),
+               sc("capacity_in_band", float(6 <= cap <= 12), 40, ci=None, extra={"band": [6, 12]})]
+    return {SIL: silhouette, MARK: mark, SERIES: series}
+
+
+def log_battery_run(uri, experiment, model, family, level, *, tmp_path, nulls=0, fail=False,
+                    model_version=None, figure=False, recipe="synthetic"):
+    """One battery run as harness.run logs it (same logger, metric names and artifacts)."""
+    from harness.tracking.mlflow_run import BatteryRun
+
+    scores = battery_scores(level, nulls)
+    tags = {"gestalt.model": model, "gestalt.recipe": recipe, "gestalt.recipe_sha256": "f" * 64,
+            "gestalt.family": family}
+    intervals = {}
+    try:
+        with BatteryRun(uri=uri, experiment=experiment, run_name=model, tags=tags) as run:
+            run.log_params({"model": model, "model_version": model_version or f"timm:{model}@v1",
+                            "model_family": family, "harness_version": "0.test", "seed": 0,
+                            "readouts": "synthetic", "weights": "pypi:x"})
+            for task, task_scores in scores.items():
+                n_null = nulls if task == SIL else 0
+                n = 80 if task == SIL else (120 if task == MARK else 40)
+                records = [{"parse_status": "null:refused" if i < n_null else "ok"} for i in range(n)]
+                path = tmp_path / f"{model}-{task}.jsonl"
+                path.write_text("".join(json.dumps(r) + "\n" for r in records))
+                figs = {}
+                if figure and task == SIL:
+                    from harness.reports.figures import plt
+                    fig, ax = plt.subplots(figsize=(2, 2))
+                    ax.plot([0, 1], [0, 1])
+                    figs[f"{SIL}.confusion.png"] = fig
+                run.log_task(task, task_scores, records, {f"{task}/model_calls": 1.0}, figs, path)
+                intervals[task] = {"version": "1", "readout": "synthetic", "stimulus_set_sha256": SHA[task],
+                                   "scores": [s.to_dict() for s in task_scores]}
+            intervals[THINGS] = {"unavailable": "THINGS object images are not in the source mirror"}
+            run.log_battery(intervals=intervals, recipe={"name": recipe}, recipe_sha256="f" * 64,
+                            stimulus_sets={t: SHA[t] for t in SHA})
+            if fail:
+                raise RuntimeError("crash")
+    except RuntimeError:
+        pass
+    return run.run_id, scores
+
+
+MODELS = [("dino-s", "self-supervised", 0.9), ("resnet-a", "supervised", 0.2),
+          ("resnet-b", "supervised", 0.6)]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("store")
+    uri = f"sqlite:///{tmp}/mlflow.db"
+    # superseded by the later run of the same model; a FAILED run is never read
+    log_battery_run(uri, "rep", "resnet-b", "supervised", 0.05, tmp_path=tmp)
+    runs = {}
+    for model, family, level in MODELS:
+        runs[model] = log_battery_run(uri, "rep", model, family, level, tmp_path=tmp,
+                                      nulls=4 if model == "resnet-a" else 0,
+                                      figure=model == "dino-s")
+    log_battery_run(uri, "rep", "crashed", "supervised", 0.5, tmp_path=tmp, fail=True)
+    return SimpleNamespace(uri=uri, tmp=tmp, runs=runs)
+
+
+@pytest.fixture(scope="module")
+def report(store):
+    from harness.reports.report import build_report
+
+    out = store.tmp / "report"
+    written = build_report(store.uri, "rep", out)
+    return SimpleNamespace(out=out, written=written)
+
+
+def test_report_writes_every_file_from_the_latest_finished_runs(store, report):
+    out = report.out
+    for name in ("matrix.png", "accuracy_vs_kappa.png", "a_k.png", "rank_correlations.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    for name in ("scores.csv", "scores.md", "rank_correlations.csv", "index.html", "runs.json"):
+        assert (out / name).stat().st_size > 0
+    used = json.loads((out / "runs.json").read_text())
+    assert {u["model"]: u["run_id"] for u in used} == {m: store.runs[m][0] for m, _, _ in MODELS}
+    # families in the paper's order (supervised first); within one, the best mean position
+    # between floor and ceiling (1 where none) over the headline scores comes first
+    assert [u["family"] for u in used] == ["supervised", "supervised", "self-supervised"]
+
+    def mean_position(model):
+        heads = [next(s for s in task if s.name == ("B" if t != SERIES else "accuracy"))
+                 for t, task in store.runs[model][1].items()]
+        return np.mean([(s.value - s.floor) / ((s.ceiling or 1.0) - s.floor) for s in heads])
+
+    assert mean_position(used[0]["model"]) > mean_position(used[1]["model"])
+    assert sorted(p.name for p in (out / "scorecards").iterdir()) == [f"{m}.html" for m in
+                                                                      sorted(m for m, _, _ in MODELS)]
+
+
+def test_scores_table_has_cis_floors_ceilings_null_rates_and_bracket(store, report):
+    rows = list(csv.DictReader((report.out / "scores.csv").open()))
+    names = {r["score"] for r in rows}
+    assert not any(re.match(r"a_k\d+$", n) or n.startswith("human_") for n in names)
+    assert {"accuracy", "B", "kappa", "kappa_pairwise", "B_majority", "mae", "capacity"} <= names
+    for model, _, _ in MODELS:
+        scores = store.runs[model][1]
+        for task, task_scores in scores.items():
+            for s in task_scores:
+                if s.name.startswith("human_") or s.name.startswith("a_k"):
+                    continue
+                row = next(r for r in rows if (r["model"], r["task"], r["score"]) == (model, task, s.name))
+                assert float(row["value"]) == pytest.approx(s.value)
+                if s.ci_low is not None:
+                    assert float(row["ci_low"]) == pytest.approx(s.ci_low)
+                assert (row["floor"] == "") == (s.floor is None)
+                assert (row["ceiling"] == "") == (s.ceiling is None)
+                if s.name in ("B", "B_majority", "accuracy"):
+                    v = s.nulls / (s.n + s.nulls)
+                    assert float(row["full_low"]) == pytest.approx((1 - v) * s.value)
+                    assert float(row["full_high"]) == pytest.approx((1 - v) * s.value + v)
+                else:
+                    assert row["full_low"] == ""
+        unavailable = next(r for r in rows if r["model"] == model and r["task"] == THINGS)
+        assert unavailable["note"].startswith("unavailable:")
+    a_sil = next(r for r in rows if r["model"] == "resnet-a" and r["task"] == SIL and r["score"] == "B")
+    assert float(a_sil["task_null_rate"]) == pytest.approx(4 / 80)
+    md = (report.out / "scores.md").read_text()
+    assert "| resnet-a | supervised | closure.nat.silhouette | B |" in md
+
+
+EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//|@import|url\(|<script|<link""", re.I)
+
+
+def test_scorecards_are_self_contained_and_carry_each_models_numbers(store, report):
+    for model, family, _ in MODELS:
+        page = (report.out / "scorecards" / f"{model}.html").read_text()
+        assert not EXTERNAL.search(page)
+        srcs = re.findall(r'<img[^>]*src="([^"]+)"', page)
+        assert srcs and all(s.startswith("data:image/png;base64,") for s in srcs)
+        assert all(base64.b64decode(s.split(",", 1)[1])[:4] == b"\x89PNG" for s in srcs)
+        assert store.runs[model][0] in page and family in page
+        for task, task_scores in store.runs[model][1].items():
+            for name in ("B", "accuracy", "kappa", "capacity"):
+                s = next((x for x in task_scores if x.name == name), None)
+                if s is not None:
+                    assert f"<td class=num>{s.value:.3f}</td>" in page, (model, task, name)
+        null_rate = 4 / 80 if model == "resnet-a" else 0.0
+        assert f"<td>{SIL}</td><td>{null_rate:.3f}</td>" in page
+        assert f"<td>{THINGS}</td><td>unavailable</td>" in page
+        # redrawn from intervals: a(k) and the odd-one-out references for every model
+        assert f"{SERIES}.a_k.png" in page and f"{MARK}.agreement.png" in page
+    # the logged figure of a run is embedded as it was logged
+    assert f"{SIL}.confusion.png" in (report.out / "scorecards" / "dino-s.html").read_text()
+    index = (report.out / "index.html").read_text()
+    assert not EXTERNAL.search(index.replace('href="scorecards/', ""))
+    assert all(f'href="scorecards/{m}.html"' in index for m, _, _ in MODELS)
+
+
+def test_rank_correlation_matches_the_spearman_formula():
+    from harness.reports.report import rank_correlations
+
+    a = {"m1": 0.1, "m2": 0.2, "m3": 0.3, "m4": 0.4, "m5": 0.9}
+    b = {"m1": 0.5, "m2": 0.3, "m3": 0.6, "m4": 0.7, "only_b": 0.1}
+    c = {"m1": 0.2, "m2": 0.2}
+    rho, n = rank_correlations({"a": a, "b": b, "c": c}, ["a", "b", "c"])
+    shared = ["m1", "m2", "m3", "m4"]  # ranks a: 1 2 3 4, b: 2 1 3 4
+    d = np.argsort(np.argsort([a[m] for m in shared])) - np.argsort(np.argsort([b[m] for m in shared]))
+    expected = 1 - 6 * float((d ** 2).sum()) / (4 * (4 ** 2 - 1))
+    assert expected == pytest.approx(0.8)
+    assert rho[0, 1] == pytest.approx(expected) and rho[1, 0] == pytest.approx(expected)
+    assert n[0, 1] == 4 and n[0, 0] == 5 and n[1, 1] == 5
+    assert np.isnan(rho[0, 2]) and n[0, 2] == 2  # two shared models: no correlation
+    assert rho[0, 0] == pytest.approx(1.0)
+
+
+def test_report_rank_correlations_csv_over_models(store, report):
+    rows = list(csv.DictReader((report.out / "rank_correlations.csv").open()))
+    pair = next(r for r in rows if {r["task_a"], r["task_b"]} == {SIL, MARK})
+    assert int(pair["n"]) == 3 and {pair["score_a"], pair["score_b"]} == {"B"}
+    # the synthetic mark-colour B is built to reverse the silhouette order exactly
+    assert float(pair["spearman_rho"]) == pytest.approx(-1.0)
+    series = next(r for r in rows if {r["task_a"], r["task_b"]} == {SIL, SERIES})
+    assert "accuracy" in (series["score_a"], series["score_b"])
+
+
+def test_report_on_chosen_runs_and_bad_requests(store, tmp_path):
+    from harness.reports.report import ReportError, build_report
+
+    ids = [store.runs["dino-s"][0], store.runs["resnet-a"][0]]
+    build_report(store.uri, "rep", tmp_path / "two", run_ids=ids)
+    assert sorted(u["run_id"] for u in json.loads((tmp_path / "two" / "runs.json").read_text())) == sorted(ids)
+    with pytest.raises(ReportError, match="no experiment 'nope'"):
+        build_report(store.uri, "nope", tmp_path / "x")
+    with pytest.raises(ReportError, match="recipe 'other'"):
+        build_report(store.uri, "rep", tmp_path / "x", recipe="other")
+
+
+def test_per_run_figures_for_series_count_and_odd_one_out():
+    from harness.reports.figures import battery_figures, close
+
+    scores = battery_scores(0.5)
+    no_observers = SimpleNamespace(human={}, task_id=SERIES)
+    figs = battery_figures(SERIES, [], scores[SERIES], no_observers, "m")
+    assert set(figs) == {f"{SERIES}.a_k.png"}
+    ax = figs[f"{SERIES}.a_k.png"].axes[0]
+    line = ax.lines[-2] if ax.lines[-1].get_marker() == "v" else ax.lines[-1]
+    assert list(line.get_xdata()) == list(range(1, 21))
+    assert list(line.get_ydata()) == [s.value for s in scores[SERIES] if s.name.startswith("a_k")]
+    close(figs)
+    figs = battery_figures(MARK, [], scores[MARK], SimpleNamespace(human={}, task_id=MARK), "m")
+    assert set(figs) == {f"{MARK}.agreement.png"}
+    labels = [t.get_text() for t in figs[f"{MARK}.agreement.png"].axes[0].get_yticklabels()]
+    assert labels[0].startswith("B vs kernel") and labels[1].startswith("B_majority vs majority")
+    close(figs)
