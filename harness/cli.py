@@ -11,6 +11,8 @@ import json
 import os
 import sys
 
+import fire
+
 from .errors import GestaltError
 
 
@@ -133,6 +135,28 @@ class CLI:
         n = export_stimuli(stimset, out, split=split)
         print(f"{task}: {n} stimuli written to {out}")
 
+    @fire.decorators.SetParseFn(str)  # run ids stay strings (fire would read 1234e567 as a float)
+    def report(self, *run_ids: str, out: str = "report", experiment: str = "gestalt",
+               recipe: str | None = None, uri: str | None = None):
+        """Cross-model report from finished runs: figures, score tables, one HTML scorecard per model."""
+        from .reports.report import build_report
+        from .tracking.mlflow_run import tracking_uri
+
+        written = build_report(tracking_uri(uri), experiment, out, run_ids=list(run_ids) or None,
+                               recipe=recipe)
+        for path in written.values():
+            print(path)
+
+    @fire.decorators.SetParseFn(str)
+    def register(self, run_id: str, name: str | None = None, alias: str | None = None,
+                 uri: str | None = None):
+        """Register a battery run's scorecard: LoggedModel + Model Registry version, alias, tags."""
+        from .tracking.mlflow_run import tracking_uri
+        from .tracking.registry import register_scorecard
+
+        card = register_scorecard(tracking_uri(uri), run_id, name=name, alias=alias)
+        print(f"{card.name} v{card.version} @{card.alias} (LoggedModel {card.model_id}, run {card.run_id})")
+
     def score(self, records: str, seed: int = 0, mirror: str | None = None, root: str | None = None,
               recipe: str | None = None):
         """Rescore a records JSONL offline (no model): prints every score record as JSON."""
@@ -157,8 +181,6 @@ class CLI:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import fire
-
     try:
         fire.Fire(CLI(), command=argv, name="gestalt")
     except GestaltError as e:

@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import REPO
 
-STAGES = ["sources", "stimuli", "models", "readouts", "trials", "scores", "reports", "tracking"]
+STAGES = ["sources", "stimuli", "models", "readouts", "trials", "scores", "tracking", "reports"]
 TOP = {"cli", "run", "recipes"}  # orchestration above every stage
 
 

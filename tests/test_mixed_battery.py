@@ -86,8 +86,18 @@ def test_mixed_recipe_one_run_per_model_same_metrics_no_key(mixed, tmp_path, cap
     sil = [r for r in api_recs if r["task_id"] == "closure.nat.silhouette" and r["parse_status"] == "ok"]
     assert sil and all(r["response"] == "cat" and r["prompt_hash"] for r in sil)
     assert all("usage" in r and r["latency_s"] is not None for r in api_recs if r["parse_status"] == "ok")
-    null_rate = runs["fake-api"].data.metrics[f"{nulls[0]['task_id']}/null_rate"]
-    assert null_rate > 0
+    api_metrics = runs["fake-api"].data.metrics
+    null_task = nulls[0]["task_id"]
+    assert api_metrics[f"{null_task}/null_rate"] == pytest.approx(1 / {"closure.nat.silhouette": 80,
+                                                                       "similarity.chart.mark_color": 120,
+                                                                       "similarity.chart.series_count": 40}[null_task])
+    # B with the (1-v)B .. (1-v)B+v bracket of the null fraction v
+    b_key = "B" if null_task != "similarity.chart.series_count" else "accuracy"
+    v = api_metrics[f"{null_task}/null_rate"]
+    if b_key == "B":
+        b = api_metrics[f"{null_task}/B"]
+        assert api_metrics[f"{null_task}/B_full_low"] == pytest.approx((1 - v) * b)
+        assert api_metrics[f"{null_task}/B_full_high"] == pytest.approx((1 - v) * b + v)
 
     # tiny VLM records carry prompt and the exact model version
     vlm = [json.loads(x) for x in (tmp_path / "out/tiny-llava/records/similarity.chart.mark_color.jsonl")

@@ -240,7 +240,8 @@ def test_report_on_chosen_runs_and_bad_requests(store, tmp_path):
 
     ids = [store.runs["dino-s"][0], store.runs["resnet-a"][0]]
     build_report(store.uri, "rep", tmp_path / "two", run_ids=ids)
-    assert sorted(u["run_id"] for u in json.loads((tmp_path / "two" / "runs.json").read_text())) == sorted(ids)
+    used = json.loads((tmp_path / "two" / "runs.json").read_text())
+    assert sorted(u["run_id"] for u in used) == sorted(ids)
     with pytest.raises(ReportError, match="no experiment 'nope'"):
         build_report(store.uri, "nope", tmp_path / "x")
     with pytest.raises(ReportError, match="recipe 'other'"):

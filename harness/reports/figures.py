@@ -19,11 +19,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ..scores.agreement import _kappa  # noqa: E402
+from ..scores.capacity import FAIL_BELOW  # noqa: E402
 from ..scores.record import Score  # noqa: E402
 
 A_K = re.compile(r"^a_k(\d+)$")
-# the paper's reading anchors: a(k) below 0.5 is where capacity ends (harness.scores.capacity)
-A_K_FAIL = 0.5
 
 
 def score_named(scores: list[Score], name: str) -> Score | None:
@@ -73,10 +72,11 @@ def confusion_figure(records: list[dict], stimset, model_id: str):
 def accuracy_kappa_figure(points: list[dict[str, Any]], stimset=None, title: str = ""):
     """Accuracy vs error consistency with the human ceiling band (and each observer, given the set).
 
-    ``points``: [{"label", "accuracy": Score, "kappa": Score, optional "color"}] for one or many
-    models. The ceiling band (mean pairwise human kappa and its bootstrap CI) and the panel's mean
-    accuracy come from the first point's scores, so the figure can be drawn from logged intervals
-    alone; with ``stimset`` each observer is also drawn against the leave-one-out panel.
+    ``points``: [{"label", "accuracy": Score, "kappa": Score, optional "group" (family, one
+    marker each) and "color" (used when there are too many models for a legend)}]. The ceiling
+    band (mean pairwise human kappa and its bootstrap CI) and the panel's mean accuracy come from
+    the first point's scores, so the figure can be drawn from logged intervals alone; with
+    ``stimset`` each observer is also drawn against the leave-one-out panel.
     """
     fig, ax = plt.subplots(figsize=(7.5 if len(points) > 8 else 6.5, 5.5), constrained_layout=True)
     first = points[0]["kappa"] if points else None
@@ -93,16 +93,20 @@ def accuracy_kappa_figure(points: list[dict[str, Any]], stimset=None, title: str
         ax.scatter(oc.mean(axis=1), _kappa(oc, loo), marker="^", color="0.4",
                    label="observers (vs LOO panel)")
     many = len(points) > 8  # a legend of dozens of models is unreadable: label the points
-    seen_colors: set = set()
+    markers = dict(zip(dict.fromkeys(pt.get("group") for pt in points), "osD^vPX*"))
+    legend_groups: set = set()
     for pt in points:
         a, k = pt["accuracy"], pt["kappa"]
-        color = pt.get("color")
-        label = pt.get("group") if many else pt["label"]
-        if many and (label in seen_colors):
-            label = None
-        seen_colors.add(label)
-        ax.errorbar(a.value, k.value, xerr=_err(a), yerr=_err(k), fmt="o", capsize=3,
-                    color=color, label=label, ms=5)
+        if a.value is None or k.value is None:  # every trial null: nothing to place
+            continue
+        group = pt.get("group")
+        if many:  # colour and legend by family, names on the points
+            label = group if group not in legend_groups else None
+            legend_groups.add(group)
+        else:  # one colour per model
+            label = pt["label"] + (f" ({group})" if group else "")
+        ax.errorbar(a.value, k.value, xerr=_err(a), yerr=_err(k), fmt=markers.get(group, "o"),
+                    capsize=3, color=pt.get("color") if many else None, label=label, ms=5)
         if many:
             ax.annotate(pt["label"], (a.value, k.value), fontsize=6, xytext=(3, 3),
                         textcoords="offset points")
@@ -112,7 +116,7 @@ def accuracy_kappa_figure(points: list[dict[str, Any]], stimset=None, title: str
     ax.set_xlim(0, 1)
     task = stimset.task_id if stimset is not None else "closure.nat.silhouette"
     ax.set_title(title or f"{task}: accuracy vs kappa")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="best")
     return fig
 
 
@@ -136,12 +140,11 @@ def capacity_figure(curves: list[dict[str, Any]], band: tuple[int, int] | None =
     """
     fig, ax = plt.subplots(figsize=(8, 4.8), constrained_layout=True)
     if band is None:
-        cap = next((score_named(c["scores"], "capacity") for c in curves if score_named(c["scores"], "capacity")),
-                   None)
+        cap = next((s for c in curves if (s := score_named(c["scores"], "capacity"))), None)
         band = tuple(cap.extra["band"]) if cap is not None and "band" in cap.extra else None
     if band is not None:
         ax.axvspan(band[0], band[1], color="0.88", label=f"human capacity band {band[0]}-{band[1]}")
-    ax.axhline(A_K_FAIL, color="0.4", ls="--", lw=1, label=f"a(k) = {A_K_FAIL}")
+    ax.axhline(FAIL_BELOW, color="0.4", ls="--", lw=1, label=f"a(k) = {FAIL_BELOW}")
     alpha = 0.25 if len(curves) == 1 else 0.12
     k_max = 1
     for c in curves:
@@ -149,9 +152,10 @@ def capacity_figure(curves: list[dict[str, Any]], band: tuple[int, int] | None =
         if not len(k):
             continue
         k_max = max(k_max, int(k.max()))
-        line, = ax.plot(k, a, "o-", ms=3, color=c.get("color"), label=c["label"])
-        ax.fill_between(k, lo, hi, color=line.get_color(), alpha=alpha, lw=0)
         cap = score_named(c["scores"], "capacity")
+        label = c["label"] if cap is None else f"{c['label']} (capacity {cap.value:g})"
+        line, = ax.plot(k, a, "o-", ms=3, color=c.get("color"), label=label)
+        ax.fill_between(k, lo, hi, color=line.get_color(), alpha=alpha, lw=0)
         if cap is not None and cap.value in k:
             y = a[list(k).index(int(cap.value))]
             ax.plot([cap.value], [y], marker="v", ms=9, color=line.get_color(), mec="k")
@@ -160,7 +164,7 @@ def capacity_figure(curves: list[dict[str, Any]], band: tuple[int, int] | None =
     ax.set_xticks(range(1, k_max + 1))
     ax.set_xlabel("number of colour series k")
     ax.set_ylabel("accuracy a(k) (95% bootstrap band)")
-    ax.set_title(title + "\n(triangle: capacity = largest k before a(k) < 0.5)", fontsize=10)
+    ax.set_title(title + f"\n(triangle: capacity = largest k before a(k) < {FAIL_BELOW})", fontsize=10)
     ax.legend(fontsize=7, loc="upper right")
     return fig
 
@@ -197,6 +201,8 @@ def odd_one_out_figure(scores: list[Score], model_id: str, task_id: str):
         if "human_vs_reference" in s.extra:
             ax.plot([s.extra["human_vs_reference"]], [y], marker="^", color="0.35", ls="",
                     label="individual people vs reference" if y == 0 else None)
+        if s.value is None:  # every trial null
+            continue
         ax.errorbar(s.value, y, xerr=_err(s), fmt="o",
                     color="tab:blue", capsize=4, label=f"{model_id} B (95% CI)" if y == 0 else None)
     ax.set_yticks(range(len(bs)), labels, fontsize=8)
@@ -295,8 +301,10 @@ def rank_correlation_figure(tasks: list[str], rho: np.ndarray, n: np.ndarray):
     for i in range(len(tasks)):
         for j in range(len(tasks)):
             txt = "n/a" if np.isnan(rho[i, j]) else f"{rho[i, j]:.2f}"
-            ax.text(j, i, f"{txt}\nn={int(n[i, j])}", ha="center", va="center", fontsize=8)
-    ax.set_xticks(range(len(tasks)), tasks, rotation=30, ha="right", fontsize=8)
+            dark = not np.isnan(rho[i, j]) and abs(rho[i, j]) > 0.6
+            ax.text(j, i, f"{txt}\nn={int(n[i, j])}", ha="center", va="center", fontsize=8,
+                    color="white" if dark else "black")
+    ax.set_xticks(range(len(tasks)), tasks, rotation=30, ha="right", rotation_mode="anchor", fontsize=8)
     ax.set_yticks(range(len(tasks)), tasks, fontsize=8)
     fig.colorbar(im, ax=ax, shrink=0.7, label="Spearman rho")
     ax.set_title("Cross-task rank correlation of models (headline scores)\n"

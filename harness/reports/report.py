@@ -19,7 +19,7 @@ logged ``figures/*.png``, and writes into ``out_dir``:
 - ``runs.json``: which run of which model the report read.
 
 Without ``run_ids``, the latest FINISHED run per model id is used (optionally only runs of one
-recipe, tag ``gestalt.recipe``).
+recipe, tag ``gestalt.recipe``); given ``run_ids``, exactly those runs (one per model).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from scipy import stats
 from ..errors import GestaltError
 from ..scores.agreement import null_bracket
 from ..scores.record import Score
-from ..tracking.registry import is_headline_name
+from ..tracking.registry import is_headline_name, quiet_downloads
 from . import figures as F
 
 # The paper's family order (supervised, self-supervised, contrastive V-L, open VLM, closed), with
@@ -105,12 +105,16 @@ def parse_intervals(intervals: dict[str, Any], where: str) -> tuple[dict[str, li
 def load_runs(tracking_uri: str, experiment: str, run_ids: list[str] | None = None,
               recipe: str | None = None) -> list[BatteryRunData]:
     from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
 
     client = MlflowClient(tracking_uri=tracking_uri)
     if run_ids:
         runs = []
         for rid in run_ids:
-            run = client.get_run(str(rid))
+            try:
+                run = client.get_run(str(rid))
+            except MlflowException as e:
+                raise ReportError(f"run {rid}: not found at {tracking_uri} ({e.message})") from None
             if run.info.status != "FINISHED" or "gestalt.model" not in run.data.tags:
                 raise ReportError(f"run {rid}: not a FINISHED gestalt battery run "
                                   f"(status {run.info.status})")
@@ -145,7 +149,7 @@ def _read_run(client, run) -> BatteryRunData:
     rid = run.info.run_id
     tags = run.data.tags
     where = f"run {rid} ({tags['gestalt.model']})"
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, quiet_downloads():
         try:
             path = client.download_artifacts(rid, "intervals.json", tmp)
         except Exception as e:  # the store's own error type differs by backend

@@ -45,4 +45,8 @@ class Score:
                          ("ceiling", self.ceiling), ("floor", self.floor)):
             if val is not None and not math.isnan(val):
                 out[f"{prefix}/{self.name}_{key}"] = float(val)
+        # numeric extras travel too (e.g. B's null bracket B_full_low/B_full_high, p-values)
+        for key, val in self.extra.items():
+            if isinstance(val, (int, float)) and not isinstance(val, bool):
+                out[f"{prefix}/{key}" if key.startswith(self.name) else f"{prefix}/{self.name}_{key}"] = val
         return {k: float(v) for k, v in out.items() if v is not None and not math.isnan(v)}

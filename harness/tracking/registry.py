@@ -29,10 +29,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import math
 import os
 import re
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import GestaltError
@@ -81,6 +84,21 @@ def _tracking(uri: str) -> Iterator[Any]:
         yield mlflow
     finally:
         mlflow.set_tracking_uri(previous)
+
+
+@contextlib.contextmanager
+def quiet_downloads() -> Iterator[None]:
+    """No tqdm bar per downloaded artifact (a report reads a few per run)."""
+    key = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+    previous = os.environ.get(key)
+    os.environ[key] = "false"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = previous
 
 
 def _fmt(v: float) -> str:
@@ -147,9 +165,8 @@ def logged_model_for(mlflow, run, experiment_id: str):
               "gestalt.family": run.data.tags.get("gestalt.family", "unknown")})
 
 
-def link_metrics(mlflow, client, run, model_id: str, intervals: dict[str, Any]) -> int:
+def link_metrics(mlflow, client, run, model_id: str, intervals: dict[str, Any]) -> None:
     """Link each scored task's run metrics to the LoggedModel with the task's stimulus set."""
-    linked = 0
     for task, entry in intervals.items():
         if "unavailable" in entry:
             continue
@@ -165,22 +182,20 @@ def link_metrics(mlflow, client, run, model_id: str, intervals: dict[str, Any]) 
         for ts, metrics in by_time.items():
             mlflow.log_metrics(metrics, run_id=run.info.run_id, timestamp=ts, model_id=model_id,
                                dataset=dataset, synchronous=True)
-            linked += len(metrics)
-    return linked
 
 
 def register_scorecard(tracking_uri: str, run_id: str, name: str | None = None,
                        alias: str | None = None) -> Scorecard:
     """Register the battery run's scorecard; ``name`` defaults to ``gestalt-scorecard-<model>``,
     ``alias`` to ``latest-<recipe>``."""
-    import json
-    import tempfile
-    from pathlib import Path
-
     from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
 
     client = MlflowClient(tracking_uri=tracking_uri)
-    run = client.get_run(str(run_id))
+    try:
+        run = client.get_run(str(run_id))
+    except MlflowException as e:
+        raise RegistryError(f"run {run_id}: not found at {tracking_uri} ({e.message})") from None
     tags = run.data.tags
     if run.info.status != "FINISHED" or "gestalt.model" not in tags:
         raise RegistryError(f"run {run_id}: not a FINISHED gestalt battery run (status {run.info.status})")
@@ -191,7 +206,7 @@ def register_scorecard(tracking_uri: str, run_id: str, name: str | None = None,
     name = name or f"gestalt-scorecard-{tags['gestalt.model']}"
     if "'" in name or not name.strip():
         raise RegistryError(f"registered model name {name!r}: must be non-empty, without quotes")
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, quiet_downloads():
         try:
             intervals = json.loads(Path(client.download_artifacts(run.info.run_id, "intervals.json",
                                                                   tmp)).read_text())

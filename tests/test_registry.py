@@ -1,0 +1,90 @@
+"""Scorecard registration (SPEC 8): an external LoggedModel per model identity with the battery
+metrics linked to it, promoted to the Model Registry with an alias and version tags."""
+
+import pytest
+
+from tests.test_reports import SERIES, SHA, SIL, THINGS, log_battery_run
+
+
+@pytest.fixture()
+def uri(tmp_path):
+    return f"sqlite:///{tmp_path}/mlflow.db"
+
+
+def test_scorecard_logged_model_metrics_version_alias_and_tags(uri, tmp_path):
+    from mlflow import MlflowClient
+
+    from harness.tracking.registry import find_scorecards, register_scorecard
+
+    run_id, scores = log_battery_run(uri, "reg", "resnet-a", "supervised", 0.4, tmp_path=tmp_path,
+                                     nulls=4, recipe="quick")
+    client = MlflowClient(uri)
+    run = client.get_run(run_id)
+    before = {k: len(client.get_metric_history(run_id, k)) for k in run.data.metrics}
+
+    card = register_scorecard(uri, run_id)
+    assert card.name == "gestalt-scorecard-resnet-a" and card.alias == "latest-quick"
+
+    lm = client.get_logged_model(card.model_id)
+    assert lm.tags["mlflow.model.isExternal"] == "true" and lm.tags["gestalt.model"] == "resnet-a"
+    linked = {m.key: m for m in lm.metrics}
+    assert set(linked) == set(run.data.metrics)  # every scored task's metrics, nothing else
+    for key, m in linked.items():
+        assert m.value == pytest.approx(run.data.metrics[key]) and m.run_id == run_id
+        task = key.split("/")[0]
+        assert m.dataset_name == task and m.dataset_digest == SHA[task][:36]
+    # the run's own history gains no duplicate points; it now lists the model and stimulus sets
+    assert {k: len(client.get_metric_history(run_id, k)) for k in run.data.metrics} == before
+    inputs = client.get_run(run_id).inputs
+    assert card.model_id in {i.model_id for i in inputs.model_inputs}
+    assert {d.dataset.name for d in inputs.dataset_inputs} == set(SHA)
+
+    mv = client.get_model_version_by_alias(card.name, card.alias)
+    assert str(mv.version) == card.version == "1" and mv.source == f"models:/{card.model_id}"
+    assert mv.tags["gestalt.run_id"] == run_id and mv.tags["gestalt.model"] == "resnet-a"
+    for s in scores[SIL]:
+        if not s.name.startswith("human_"):
+            assert float(mv.tags[f"gestalt.{SIL}/{s.name}"]) == pytest.approx(s.value)
+            assert float(mv.tags[f"gestalt.{SIL}/{s.name}_ci_low"]) == pytest.approx(s.ci_low)
+    assert float(mv.tags[f"gestalt.{SIL}/null_rate"]) == pytest.approx(4 / 80)
+    assert f"gestalt.{SERIES}/a_k01" not in mv.tags and f"gestalt.{SERIES}/capacity" in mv.tags
+    assert mv.tags[f"gestalt.{THINGS}/unavailable"].startswith("THINGS object images")
+
+    # the MLflow 3.17.2 dataset-search workaround: name and digest together find the model
+    exp_id = run.info.experiment_id
+    found = find_scorecards(uri, exp_id, SIL, SHA[SIL], order_by=f"{SIL}/B")
+    assert [m.model_id for m in found] == [card.model_id]
+    assert find_scorecards(uri, exp_id, SIL, "0" * 64) == []
+
+
+def test_same_identity_accumulates_new_weights_get_their_own_model(uri, tmp_path):
+    from mlflow import MlflowClient
+
+    from harness.tracking.registry import register_scorecard
+
+    client = MlflowClient(uri)
+    first, _ = log_battery_run(uri, "reg", "resnet-a", "supervised", 0.4, tmp_path=tmp_path)
+    second, _ = log_battery_run(uri, "reg", "resnet-a", "supervised", 0.7, tmp_path=tmp_path)
+    retrained, _ = log_battery_run(uri, "reg", "resnet-a", "supervised", 0.5, tmp_path=tmp_path,
+                                   model_version="timm:resnet-a@v2")
+    a = register_scorecard(uri, first, alias="paper")
+    b = register_scorecard(uri, second, alias="paper")
+    assert a.model_id == b.model_id and (a.version, b.version) == ("1", "2")
+    assert {m.run_id for m in client.get_logged_model(a.model_id).metrics} == {first, second}
+    assert str(client.get_model_version_by_alias(a.name, "paper").version) == "2"
+    again = register_scorecard(uri, first, alias="paper")  # same run: same version, alias moves back
+    assert again.version == "1" and str(client.get_model_version_by_alias(a.name, "paper").version) == "1"
+    assert len(client.search_model_versions(f"name = '{a.name}'")) == 2
+    c = register_scorecard(uri, retrained)
+    assert c.model_id != a.model_id and c.version == "3"
+
+
+def test_bad_alias_and_unfinished_run_are_refused(uri, tmp_path):
+    from harness.tracking.registry import RegistryError, register_scorecard
+
+    run_id, _ = log_battery_run(uri, "reg", "m", "supervised", 0.4, tmp_path=tmp_path)
+    with pytest.raises(RegistryError, match="reserves 'latest'"):
+        register_scorecard(uri, run_id, alias="latest")
+    failed, _ = log_battery_run(uri, "reg", "m", "supervised", 0.4, tmp_path=tmp_path, fail=True)
+    with pytest.raises(RegistryError, match="not a FINISHED"):
+        register_scorecard(uri, failed)
