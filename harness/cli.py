@@ -135,6 +135,22 @@ class CLI:
         n = export_stimuli(stimset, out, split=split)
         print(f"{task}: {n} stimuli written to {out}")
 
+    def chart6_search(self, path: str, temperatures=None, top_ps=None, metric: str = "accuracy_all",
+                      **overrides):
+        """CHART-6 decoding search (paper section 1.4) on VLAT: each temperature at top-p 1.0, each
+        top-p at temperature 1.0; prints every cell and each model's best setting as overrides.
+        --temperatures=0.2,0.6 / --top_ps=0.4,1.0 narrow the grid; --metric=accuracy_valid ranks by
+        valid-only accuracy; --section.key=value overrides the recipe as in `recipe`. One process."""
+        from .readouts.chart6 import GRID_TEMPERATURES, GRID_TOP_PS
+        from .run_search import decoding_search, format_table
+
+        def grid(v, default):
+            return default if v is None else tuple(v) if isinstance(v, (tuple, list)) else (v,)
+
+        rows = decoding_search(path, overrides, temperatures=grid(temperatures, GRID_TEMPERATURES),
+                               top_ps=grid(top_ps, GRID_TOP_PS), metric=metric)
+        print(format_table(rows, metric))
+
     @fire.decorators.SetParseFn(str)  # run ids stay strings (fire would read 1234e567 as a float)
     def report(self, *run_ids: str, out: str = "report", experiment: str = "gestalt",
                recipe: str | None = None, uri: str | None = None):

@@ -74,6 +74,11 @@ def decoding_search(recipe_path: str | Path, overrides: dict[str, Any] | None = 
     if metric not in METRICS:
         raise GestaltError(f"decoding search metric must be one of {METRICS}, not {metric!r}")
     recipe = load_recipe(recipe_path, overrides)
+    if recipe.runtime.processes != 1:
+        # each cell is a run_recipe, which closes the process group at its end; accelerate's
+        # PartialState keeps its state per process, so the next cell would find no group
+        raise GestaltError(f"{recipe_path}: the decoding search runs in one process; set "
+                           f"runtime.processes: 1 (--runtime.processes=1), not {recipe.runtime.processes}")
     index = {m.id: i for i, m in enumerate(recipe.models)}
     grid = decoding_grid(temperatures, top_ps)
     rows: list[dict[str, Any]] = []
@@ -96,18 +101,27 @@ def decoding_search(recipe_path: str | Path, overrides: dict[str, Any] | None = 
                 f"models.{i}.generation.temperature": setting["temperature"],
                 f"models.{i}.generation.top_p": setting["top_p"]})
             rows.append(row)
+    return rank_rows(rows, metric)
 
-    def rank(row):
+
+def rank_rows(rows: list[dict[str, Any]], metric: str = "accuracy_all") -> list[dict[str, Any]]:
+    """Rows grouped by model (in order of first appearance), best ``metric`` first, then higher
+    valid rate, then earlier grid cell; marks each model's first row ``best``. New dicts."""
+    if metric not in METRICS:
+        raise GestaltError(f"decoding search metric must be one of {METRICS}, not {metric!r}")
+    order: dict[str, int] = {}
+    for row in rows:
+        order.setdefault(row["model"], len(order))
+
+    def key(row):
         value, valid = row[metric], row["valid_rate"]
-        return (index[row["model"]], -value if value == value else math.inf,
+        return (order[row["model"]], -value if value == value else math.inf,
                 -valid if valid == valid else math.inf, row["cell"])
 
-    rows.sort(key=rank)
-    seen: set[str] = set()
-    for row in rows:
-        row["best"] = row["model"] not in seen
-        seen.add(row["model"])
-    return rows
+    out = [dict(row) for row in sorted(rows, key=key)]
+    for i, row in enumerate(out):
+        row["best"] = i == 0 or out[i - 1]["model"] != row["model"]
+    return out
 
 
 def format_table(rows: list[dict[str, Any]], metric: str = "accuracy_all") -> str:

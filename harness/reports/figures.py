@@ -234,6 +234,10 @@ def score_figures(task_id: str, scores: list[Score], model_id: str, stimset=None
 def battery_figures(task_id: str, records: list[dict], scores: list[Score], stimset,
                     model_id: str) -> dict[str, Any]:
     """name -> Figure for one task of one model's battery (logged under the run's figures/)."""
+    if task_id.startswith("literacy.chart."):
+        from .chart6_figures import chart6_battery_figures
+
+        return chart6_battery_figures(task_id, records, scores, stimset, model_id)
     observers = stimset.human.get("observer_correct") is not None
     figs = score_figures(task_id, scores, model_id, stimset if observers else None)
     if observers and score_named(scores, "kappa"):

@@ -44,6 +44,7 @@ from ..scores.agreement import null_bracket
 from ..scores.record import Score
 from ..tracking.registry import is_headline_name, quiet_downloads
 from . import figures as F
+from .chart6_figures import chart6_report_figures
 
 # The paper's family order (supervised, self-supervised, contrastive V-L, open VLM, closed), with
 # the spellings recipes use; other families follow alphabetically, "unknown" last.
@@ -361,6 +362,10 @@ def report_figures(runs: list[BatteryRunData], heads: Headlines) -> dict[str, by
     if curves:
         out["a_k.png"] = _png(F.capacity_figure(
             curves, title=f"{SERIES_COUNT}: a(k) of {len(curves)} models against the capacity band"))
+    by_model = {r.model: {t: sc for t, sc in r.scores.items() if t.startswith("literacy.chart.")}
+                for r in runs}
+    if any(by_model.values()):
+        out.update({name: _png(fig) for name, fig in chart6_report_figures(by_model).items()})
     if len(heads.names) >= 2:
         tasks = list(heads.names)
         rho, n = rank_correlations(heads.values(), tasks)
