@@ -7,8 +7,7 @@ lazily on the first call of its capability method (or ``load()``).
 
 from __future__ import annotations
 
-import importlib
-
+from ..lazy import lookup
 from .base import ModelError, ModelSpec
 
 SOURCES: dict[str, str] = {
@@ -22,11 +21,7 @@ SOURCES: dict[str, str] = {
 
 
 def adapter_class(source: str):
-    try:
-        module, cls = SOURCES[source].split(":")
-    except KeyError:
-        raise ModelError(f"unknown model source {source!r}; known: {', '.join(sorted(SOURCES))}") from None
-    return getattr(importlib.import_module(module), cls)
+    return lookup(SOURCES, source, "model source", ModelError)
 
 
 def build_adapter(spec: ModelSpec):

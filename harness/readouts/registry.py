@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
+from ..lazy import lookup
 
 READOUTS: dict[str, str] = {
     "prototype": "harness.readouts.probes:PrototypeProbe",
@@ -18,8 +18,4 @@ READOUTS: dict[str, str] = {
 
 
 def get_readout(name: str):
-    try:
-        module, cls = READOUTS[name].split(":")
-    except KeyError:
-        raise KeyError(f"unknown readout {name!r}; known: {', '.join(sorted(READOUTS))}") from None
-    return getattr(importlib.import_module(module), cls)
+    return lookup(READOUTS, name, "readout")

@@ -2,14 +2,15 @@
 
 A scorer is ``fn(records: list[dict], stimset: StimulusSet, *, seed: int = 0) -> list[Score]``.
 ``records`` are validated TrialRecord dicts for the test split, nulls included: one per
-stimulus after repetition aggregation, or every presentation for tasks declared ``all_reps``; the human reference comes from ``stimset`` (per-item
-``human_target`` and the task-level ``human`` arrays), whose images are never decoded here.
+stimulus after repetition aggregation, or every presentation for tasks declared ``all_reps``;
+the human reference comes from ``stimset`` (per-item ``human_target`` and the task-level
+``human`` arrays), whose images are never decoded here.
 Scorers are pure numpy: this stage never imports torch.
 """
 
 from __future__ import annotations
 
-import importlib
+from ..lazy import lookup
 
 SCORERS: dict[str, str] = {
     "classification_vs_observers": "harness.scores.agreement:score_classification_vs_observers",
@@ -21,8 +22,4 @@ SCORERS: dict[str, str] = {
 
 
 def get_scorer(name: str):
-    try:
-        module, fn = SCORERS[name].split(":")
-    except KeyError:
-        raise KeyError(f"unknown scoring family {name!r}; known: {', '.join(sorted(SCORERS))}") from None
-    return getattr(importlib.import_module(module), fn)
+    return lookup(SCORERS, name, "scoring family")

@@ -7,11 +7,11 @@ so listing tasks stays instant.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import GestaltError
+from ..lazy import resolve
 from .base import StimulusSet
 
 
@@ -37,8 +37,7 @@ class TaskSpec:
         return self.task_id.split(".")[1]
 
     def build(self, sources, seed: int = 0, **options: Any) -> StimulusSet:
-        module, func = self.builder.split(":")
-        fn: Callable[..., StimulusSet] = getattr(importlib.import_module(module), func)
+        fn: Callable[..., StimulusSet] = resolve(self.builder)
         return fn(sources, seed=seed, **{**self.defaults, **options})
 
 
@@ -78,59 +77,24 @@ TASKS: dict[str, TaskSpec] = {
             description="THINGS object odd-one-out, 500 of the 1,000 noise-ceiling triplets (images from OSF)",
             defaults={"n_triplets": 500},
         ),
-        TaskSpec(
-            task_id="literacy.chart.ggr",
-            builder="harness.stimuli.chart6:build_ggr",
-            readouts={"generate": "chart6"},
-            scoring="chart6",
-            battery="chart6",
-            all_reps=True,
-            description="CHART-6 GGR graph literacy, 13 items (9 numeric, 4 multiple choice), exact match",
-        ),
-        TaskSpec(
-            task_id="literacy.chart.vlat",
-            builder="harness.stimuli.chart6:build_vlat",
-            readouts={"generate": "chart6"},
-            scoring="chart6",
-            battery="chart6",
-            all_reps=True,
-            description="CHART-6 VLAT, 53 multiple-choice items on 12 chart types",
-        ),
-        TaskSpec(
-            task_id="literacy.chart.calvi",
-            builder="harness.stimuli.chart6:build_calvi",
-            readouts={"generate": "chart6"},
-            scoring="chart6",
-            battery="chart6",
-            all_reps=True,
-            description="CHART-6 CALVI, 60 multiple-choice items, 45 on misleading charts",
-        ),
-        TaskSpec(
-            task_id="literacy.chart.holf",
-            builder="harness.stimuli.chart6:build_holf",
-            readouts={"generate": "chart6"},
-            scoring="chart6",
-            battery="chart6",
-            all_reps=True,
-            description="CHART-6 HOLF, 384 numeric items on 64 bar charts, relaxed accuracy (within 5%)",
-        ),
-        TaskSpec(
-            task_id="literacy.chart.holf_multi",
-            builder="harness.stimuli.chart6:build_holf_multi",
-            readouts={"generate": "chart6"},
-            scoring="chart6",
-            battery="chart6",
-            all_reps=True,
-            description="CHART-6 HOLF-Multi, 216 numeric items on bar/line/scatter charts (data from OSF)",
-        ),
-        TaskSpec(
-            task_id="literacy.chart.chartqa_human",
-            builder="harness.stimuli.chart6:build_chartqa_human",
-            readouts={"generate": "chart6"},
-            scoring="chart6",
-            battery="chart6",
-            all_reps=True,
-            description="CHART-6 ChartQA-Human, 125 ChartQA test items, relaxed accuracy (images from ChartQA)",
+        *(
+            TaskSpec(
+                task_id=f"literacy.chart.{test}",
+                builder=f"harness.stimuli.chart6:build_{test}",
+                readouts={"generate": "chart6"},
+                scoring="chart6",
+                battery="chart6",
+                all_reps=True,
+                description=f"CHART-6 {description}",
+            )
+            for test, description in (
+                ("ggr", "GGR graph literacy, 13 items (9 numeric, 4 multiple choice), exact match"),
+                ("vlat", "VLAT, 53 multiple-choice items on 12 chart types"),
+                ("calvi", "CALVI, 60 multiple-choice items, 45 on misleading charts"),
+                ("holf", "HOLF, 384 numeric items on 64 bar charts, relaxed accuracy (within 5%)"),
+                ("holf_multi", "HOLF-Multi, 216 numeric items on bar/line/scatter charts (data from OSF)"),
+                ("chartqa_human", "ChartQA-Human, 125 ChartQA test items, relaxed accuracy (images from ChartQA)"),
+            )
         ),
         *(
             TaskSpec(

@@ -3,7 +3,7 @@
 The painting operations come from layout.py; here they become numpy slice assignments on a
 (n, H, W, 3) batch. Costs per chart are a few dozen slice writes (bars, dots, three title
 words); the axes, ticks and tick labels, identical for every chart of a layout, are composited
-once per batch through their precomputed pixel indices. Anti-aliased text is blended with
+once per batch from two precomputed coverage rectangles. Anti-aliased text is blended with
 Pillow's own integer rule (out = round(bg * (255 - a) / 255) for black ink, as ``BLEND`` in
 libImaging), so the output equals Pillow's ImageDraw rendering of the same operations pixel for
 pixel (tests/test_bars_stimuli.py checks it against pil_reference.py).
@@ -69,7 +69,7 @@ def _blend_black(img: np.ndarray, keep: np.ndarray, x: int, y: int) -> None:
 
 
 def paint(img: np.ndarray, op: tuple) -> None:
-    """Paint one layout operation onto an (H, W, 3) or (H, W) uint8 image, in place."""
+    """Paint one layout operation onto an (H, W, 3) image (boxes also (H, W)), in place."""
     kind = op[0]
     if kind == BOX:
         _, x0, y0, x1, y1, colour = op
