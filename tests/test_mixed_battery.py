@@ -10,6 +10,7 @@ import yaml
 
 from tests.conftest import MIRROR
 from tests.fake_vendor_server import FakeVendorServer, Status
+from tests.test_things import fake_root
 from tests.tiny_vlms import build_llava
 
 KEY = "sk-mixed-battery-SECRET-777"
@@ -30,6 +31,10 @@ def mixed(tmp_path, monkeypatch):
     monkeypatch.setenv("LOCAL_LLM_KEY", KEY)
     monkeypatch.delenv("GESTALT_THINGS_IMAGES", raising=False)
     vlm = build_llava(tmp_path / "tiny-llava", answer="cat 1")
+    from harness.sources import Sources
+    from harness.stimuli import things
+
+    images = fake_root(tmp_path, things.build(Sources(mirror=MIRROR), seed=0, n_triplets=12))
     with FakeVendorServer(key=KEY, answer=answer) as server:
         # one terminal failure (a 400 is not retried) and one transient 429 that is retried
         server.script(Status(400), Status(429))
@@ -45,6 +50,7 @@ def mixed(tmp_path, monkeypatch):
                  "options": {"base_url": server.url + "/v1", "api_key_env": "LOCAL_LLM_KEY",
                              "backoff_base_s": 0.001, "backoff_cap_s": 0.01, "concurrency": 4}},
             ],
+            "task_options": {"similarity.nat.things": {"n_triplets": 12, "image_root": str(images)}},
             "bootstrap": {"n_boot": 200, "n_boot_kappa": 200},
             "runtime": {"progress": False, "device": "cpu"}, "data": {"mirror": str(MIRROR)},
             "tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db", "experiment": "mixed"},
@@ -64,7 +70,7 @@ def test_mixed_recipe_one_run_per_model_same_metrics_no_key(mixed, tmp_path, cap
     path, server = mixed
     results = run_recipe(load_recipe(path), echo=print)
     assert [r.model_id for r in results] == ["tiny-vit", "tiny-llava", "fake-api"]
-    assert all("similarity.nat.things" in r.unavailable for r in results)
+    assert not any(r.unavailable for r in results)  # THINGS runs on the configured image root
 
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
     runs = {r.info.run_name: r for r in mlflow.search_runs(experiment_names=["mixed"], output_format="list")}
@@ -72,12 +78,12 @@ def test_mixed_recipe_one_run_per_model_same_metrics_no_key(mixed, tmp_path, cap
     assert {r.info.status for r in runs.values()} == {"FINISHED"}
     keys = {name: {k for k in r.data.metrics if not k.endswith("model_calls")} for name, r in runs.items()}
     assert keys["tiny-vit"] == keys["tiny-llava"] == keys["fake-api"]
-    for task in TASKS[:3]:
+    for task in TASKS:
         assert any(k.startswith(task + "/") for k in keys["fake-api"])
 
     # the API battery completed; the 400 became one null trial with its reason
     api_recs = []
-    for task in TASKS[:3]:
+    for task in TASKS:
         f = tmp_path / "out/fake-api/records" / f"{task}.jsonl"
         api_recs += [validate(json.loads(x)) for x in f.read_text().splitlines()]
     nulls = [r for r in api_recs if r["parse_status"] != "ok"]
@@ -90,7 +96,8 @@ def test_mixed_recipe_one_run_per_model_same_metrics_no_key(mixed, tmp_path, cap
     null_task = nulls[0]["task_id"]
     assert api_metrics[f"{null_task}/null_rate"] == pytest.approx(1 / {"closure.nat.silhouette": 80,
                                                                        "similarity.chart.mark_color": 120,
-                                                                       "similarity.chart.series_count": 40}[null_task])
+                                                                       "similarity.chart.series_count": 40,
+                                                                       "similarity.nat.things": 12}[null_task])
     # B with the (1-v)B .. (1-v)B+v bracket of the null fraction v
     b_key = "B" if null_task != "similarity.chart.series_count" else "accuracy"
     v = api_metrics[f"{null_task}/null_rate"]
@@ -122,6 +129,6 @@ def test_dry_run_counts_the_calls(mixed):
     res = subprocess.run([sys.executable, "-m", "harness.cli", "recipe", str(path), "--dry-run"],
                          capture_output=True, text=True, env=dict(os.environ, HF_HUB_OFFLINE="1"))
     assert res.returncode == 0, res.stderr
-    # tiny-llava and fake-api: 80 + 120 + 40 generate calls each; encoders make none
-    assert "total generate/API calls if nothing is cached: 480" in res.stdout
+    # tiny-llava and fake-api: 80 + 120 + 40 + 12 generate calls each; encoders make none
+    assert "total generate/API calls if nothing is cached: 504" in res.stdout
     assert KEY not in res.stdout
