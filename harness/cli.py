@@ -165,11 +165,17 @@ class CLI:
 
     @fire.decorators.SetParseFn(str)
     def register(self, run_id: str, name: str | None = None, alias: str | None = None,
-                 uri: str | None = None):
-        """Register a battery run's scorecard: LoggedModel + Model Registry version, alias, tags."""
+                 uri: str | None = None, trained: str | None = None):
+        """Register a battery run's scorecard (LoggedModel + Model Registry version, alias, tags),
+        or with --trained=TASK the regressor the run trained for that task."""
         from .tracking.mlflow_run import tracking_uri
-        from .tracking.registry import register_scorecard
+        from .tracking.registry import register_scorecard, register_trained_model
 
+        if trained:
+            reg_name, version = register_trained_model(tracking_uri(uri), run_id, trained, name=name,
+                                                       alias=alias or "trained")
+            print(f"{reg_name} v{version} (trained for {trained}, run {run_id})")
+            return
         card = register_scorecard(tracking_uri(uri), run_id, name=name, alias=alias)
         print(f"{card.name} v{card.version} @{card.alias} (LoggedModel {card.model_id}, run {card.run_id})")
 

@@ -198,6 +198,9 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
                                        "stimulus_set_sha256": stimset.sha256,
                                        "scores": [s.to_dict() for s in scores]}
             if track:
+                history = getattr(adapter.adapter, "history", None)
+                if history or tr.artifacts:
+                    run.log_training(task.task_id, history or [], tr.artifacts)
                 figs = battery_figures(task.task_id, tr.records, scores, stimset, spec.id)
                 run.log_task(task.task_id, scores, tr.records,
                              {f"{task.task_id}/model_calls": float(tr.model_calls)}, figs, store.path)

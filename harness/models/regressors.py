@@ -4,7 +4,8 @@ Architectures (``ModelSpec.name``):
 - ``lenet``: Haehn et al.'s LeNet: conv 5x5 (20) - ReLU - maxpool 2 - dropout 0.2 - conv 5x5
   (50) - ReLU - maxpool 2 - dropout 0.2 - dense 256 - ReLU - dropout 0.5 - linear output.
   Options reshape it within that pattern: ``conv`` (filters per block, any number of blocks),
-  ``kernel``, ``batchnorm`` (after each conv), ``stride`` (of the first conv), ``hidden``.
+  ``kernel``, ``batchnorm`` (after each conv), ``dropout`` (after each block), ``stride`` (of
+  the first conv), ``hidden``.
 - ``mlp``: Haehn's MLP: flattened pixels - dense 256 - ReLU - dropout 0.5 - linear output.
 - any timm architecture (``vgg19``, ``resnet152`` ...), built with ``pretrained=False``,
   ``num_classes=1`` and the data's channel count; GRAPE resized charts to 224 x 224 for these
@@ -62,6 +63,7 @@ DEFAULTS: dict[str, Any] = {
     "conv": (20, 50),  # lenet: filters per conv block (conv - [batchnorm] - ReLU - maxpool - dropout)
     "kernel": 5,  # lenet
     "batchnorm": False,  # lenet
+    "dropout": 0.2,  # lenet: after each conv block (the dense layer keeps Haehn's 0.5)
     "hidden": 256,  # lenet, mlp
     "stride": 1,  # lenet: stride of the first convolution
 }
@@ -115,7 +117,7 @@ def _build_net(name: str, channels: int, height: int, width: int, opts: dict[str
                 layers += [nn.Conv2d(c_in, c_out, int(opts["kernel"]), stride=stride,
                                      padding=int(opts["kernel"]) // 2)]
                 layers += [nn.BatchNorm2d(c_out)] if opts["batchnorm"] else []
-                layers += [nn.ReLU(), nn.MaxPool2d(2), nn.Dropout(0.2)]
+                layers += [nn.ReLU(), nn.MaxPool2d(2), nn.Dropout(float(opts["dropout"]))]
                 c_in = c_out
             self.features = nn.Sequential(*layers)
             with torch.no_grad():

@@ -9,6 +9,7 @@ from scores and counted, never scored as errors.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from ..stimuli.base import Stimulus, StimulusSet
@@ -61,6 +62,11 @@ class Readout:
 
     def respond(self, model, batch: list[Stimulus]) -> list[Response]:
         raise NotImplementedError
+
+    def artifacts(self, model) -> dict[str, Path]:
+        """Files this readout produced for the model (e.g. a trained regressor's checkpoint), to be
+        logged with the run; default none."""
+        return {}
 
     @property
     def settings(self) -> dict[str, Any]:

@@ -100,6 +100,10 @@ class RegressionReadout(Readout):
         if hasattr(self.dist, "barrier"):
             self.dist.barrier()
 
+    def artifacts(self, model) -> dict[str, Path]:
+        path = self.checkpoint_path(model)
+        return {"checkpoint": path} if path.is_file() else {}
+
     def respond(self, model, batch: list[Stimulus]) -> list[Response]:
         images = render_stimuli(batch)
         preds = model.predict(images)

@@ -79,3 +79,15 @@ class BatteryRun:
         self.mlflow.log_dict(stimulus_sets, "stimulus_sets.json")
         digest = hashlib.sha256(json.dumps(stimulus_sets, sort_keys=True).encode()).hexdigest()
         self.mlflow.set_tag("gestalt.stimulus_sets_sha256", digest)
+
+    def log_training(self, task_id: str, history: list[list[dict[str, float]]],
+                     artifacts: dict[str, Path]) -> None:
+        """Training curves (per fold, per epoch) and the checkpoint of a model trained for a task."""
+        for fold, epochs in enumerate(history):
+            tag = f"{task_id}/train" + (f"/fold{fold}" if len(history) > 1 else "")
+            for row in epochs:
+                step = int(row.get("epoch", 0))
+                self.mlflow.log_metrics({f"{tag}/{k}": float(v) for k, v in row.items()
+                                         if k != "epoch" and v is not None and v == v}, step=step)
+        for name, path in artifacts.items():
+            self.mlflow.log_artifact(str(path), artifact_path=f"models/{task_id}")

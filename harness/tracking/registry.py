@@ -237,3 +237,35 @@ def find_scorecards(tracking_uri: str, experiment_id: str, task: str, stimulus_s
             datasets=[{"dataset_name": task, "dataset_digest": stimulus_set_sha256[:DIGEST_CHARS]}],
             order_by=[{"field_name": f"metrics.{order_by}", "ascending": False}] if order_by else None,
             output_format="list")
+
+
+def register_trained_model(tracking_uri: str, run_id: str, task_id: str, name: str | None = None,
+                           alias: str = "trained") -> tuple[str, str]:
+    """Register the regressor a battery run trained for ``task_id`` (its ``models/<task>``
+    checkpoint artifact) as a Model Registry version; returns (name, version).
+
+    A raw artifact cannot go through ``mlflow.register_model`` in MLflow 3 ("Unable to find a
+    logged_model"), so this uses the verified client path: ``create_registered_model`` then
+    ``create_model_version`` with the artifact URI as source (shared/reference/platform.md).
+    The checkpoint loads with ``torch.load(weights_only=True)``.
+    """
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    try:
+        run = client.get_run(str(run_id))
+    except MlflowException as e:
+        raise RegistryError(f"run {run_id}: not found at {tracking_uri} ({e.message})") from None
+    if not client.list_artifacts(run.info.run_id, f"models/{task_id}"):
+        raise RegistryError(f"run {run_id}: no trained model for {task_id} (artifact models/{task_id})")
+    name = name or f"gestalt-regressor-{run.data.tags.get('gestalt.model', 'model')}-{task_id}"
+    try:
+        client.get_registered_model(name)
+    except MlflowException:
+        client.create_registered_model(name)
+    mv = client.create_model_version(name, source=f"{run.info.artifact_uri}/models/{task_id}",
+                                     run_id=run.info.run_id,
+                                     tags={"gestalt.task": task_id, "gestalt.run_id": run.info.run_id})
+    client.set_registered_model_alias(name, alias, mv.version)
+    return name, str(mv.version)

@@ -56,6 +56,7 @@ class TaskResult:
     readout: str
     unavailable: str | None = None
     settings: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, Any] = field(default_factory=dict)  # files to log (a trained checkpoint)
 
 
 def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapter: CountingAdapter,
@@ -131,7 +132,8 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
     if len(ordered) != len(trials):
         raise RuntimeError(f"{store.path}: {len(trials) - len(ordered)} trials missing after the run")
     return TaskResult(task.task_id, ordered, sum(dist.gather([new])),
-                      sum(dist.gather([adapter.calls - calls_before])), readout_name, settings=settings)
+                      sum(dist.gather([adapter.calls - calls_before])), readout_name, settings=settings,
+                      artifacts=readout.artifacts(adapter))
 
 
 def _read_done(store: RecordStore, keys: dict[str, str]) -> dict[str, dict]:
