@@ -186,7 +186,7 @@ class CLI:
         from .recipes import load_recipe
         from .scores.tasks import get_scorer
         from .stimuli.registry import get_task
-        from .trials.records import RecordStore, validate
+        from .trials.records import RecordStore, per_stimulus, validate
 
         recs = [validate(r) for r in RecordStore(records).read()]
         if not recs:
@@ -198,7 +198,7 @@ class CLI:
             stimset = build_stimsets(rc, _sources(rc.data.root, rc.data.mirror), [task_id])[task_id]
         else:
             stimset = task.build(_sources(root, mirror), seed=recs[0]["run_meta"]["seed"])
-        scores = get_scorer(task.scoring)(recs, stimset, seed=seed)
+        scores = get_scorer(task.scoring)(recs if task.all_reps else per_stimulus(recs), stimset, seed=seed)
         print(json.dumps([s.to_dict() for s in scores], indent=1))
 
 
