@@ -47,6 +47,11 @@ def test_cnn_battery_logs_training_and_registers_the_model(tmp_path):
     files = [a.path for a in client.list_artifacts(run.info.run_id, f"models/{TASK}")]
     assert len(files) == 1 and files[0].endswith(".pt")
     assert any(k.startswith(f"{TASK}/") and "mlae" in k.lower() for k in run.data.metrics)
+    figures = {a.path for a in client.list_artifacts(run.info.run_id, "figures")}
+    assert {f"figures/{TASK}.mlae_vs_humans.png", f"figures/{TASK}.mlae_vs_level.png"} <= figures
+    level_metrics = [k for k in run.data.metrics if k.startswith(f"{TASK}/ood.") and k.endswith(".delta_mlae")]
+    assert {k.split("/ood.")[1].split(".")[0] for k in level_metrics} >= {
+        "bar_width", "title_position"}
 
     name, version = register_trained_model(uri, run.info.run_id, TASK)
     assert version == "1"

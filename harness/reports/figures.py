@@ -238,6 +238,10 @@ def battery_figures(task_id: str, records: list[dict], scores: list[Score], stim
         from .chart6_figures import chart6_battery_figures
 
         return chart6_battery_figures(task_id, records, scores, stimset, model_id)
+    if task_id.startswith("ratio.chart."):
+        from .bars_figures import bars_battery_figures
+
+        return bars_battery_figures(task_id, records, scores, stimset, model_id)
     observers = stimset.human.get("observer_correct") is not None
     figs = score_figures(task_id, scores, model_id, stimset if observers else None)
     if observers and score_named(scores, "kappa"):
