@@ -16,3 +16,18 @@ def sources():
     from harness.sources import Sources
 
     return Sources(mirror=MIRROR)
+
+
+@pytest.fixture(scope="session")
+def vlat(sources):
+    """CHART-6 VLAT items (shared by the extraction and scoring tests)."""
+    from harness.stimuli.registry import TASKS
+
+    return TASKS["literacy.chart.vlat"].build(sources)
+
+
+@pytest.fixture(scope="session")
+def holf(sources):
+    from harness.stimuli.registry import TASKS
+
+    return TASKS["literacy.chart.holf"].build(sources)

@@ -3,7 +3,6 @@ VLAT through the real recipe path; records validate, invalid answers are counted
 
 import json
 
-import pytest
 import yaml
 
 from tests.conftest import MIRROR

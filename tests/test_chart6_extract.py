@@ -118,14 +118,6 @@ class FakeModel:
         return Generation(text=self.texts.pop(0), latency_s=0.01, usage={"output_tokens": 3})
 
 
-@pytest.fixture(scope="module")
-def vlat(sources):
-    return TASKS["literacy.chart.vlat"].build(sources)
-
-
-@pytest.fixture(scope="module")
-def holf(sources):
-    return TASKS["literacy.chart.holf"].build(sources)
 
 
 def test_paper_prompt_for_gpt4v(vlat):

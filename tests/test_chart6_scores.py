@@ -11,17 +11,8 @@ from harness.scores.chart6 import (answer_agreement, item_table, interaction_tes
                                    model_difference_test, score_chart6, spearman_brown, split_half,
                                    split_half_reliability)
 from harness.scores.tasks import get_scorer
-from harness.stimuli.registry import TASKS
 
 
-@pytest.fixture(scope="module")
-def vlat(sources):
-    return TASKS["literacy.chart.vlat"].build(sources)
-
-
-@pytest.fixture(scope="module")
-def holf(sources):
-    return TASKS["literacy.chart.holf"].build(sources)
 
 
 def record(stimulus, rep, response, ok=True):

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from ...sources import DataError, Sources
-from .colours import ColourPools, grape_lightness, shift_lightness
+from .colours import ColourPools, shift_lightness
 from .words import WORDS
 
 BAR_TYPES = (1, 3)
