@@ -65,3 +65,19 @@ def test_cnn_battery_logs_training_and_registers_the_model(tmp_path):
     recs = [json.loads(x) for x in (tmp_path / f"out/tiny-cnn/records/{TASK}.jsonl").read_text().splitlines()]
     assert {r["readout"] for r in recs} == {"regression"} and all(r["correct"] is None for r in recs)
     assert any(r["manipulated_value"] for r in recs)
+
+
+def test_haehn_replication_recipe_is_the_table_i_grid():
+    from harness.models.registry import build_adapter
+    from harness.recipes import load_recipe
+    from harness.run import model_specs, plan
+    from tests.conftest import REPO
+
+    recipe = load_recipe(REPO / "recipes/bars-haehn-replication.yaml")
+    grid = {(m.name, m.options["optimizer"], m.options["lr"], m.options.get("nesterov"),
+             m.options["weight_decay"]) for m in recipe.models}
+    assert len(recipe.models) == len(grid) == 16
+    assert {m.name for m in recipe.models} == {"vgg19", "resnet152"}
+    assert all(t == "regression" for p in plan(recipe) for _, t in p.tasks)
+    for spec in model_specs(recipe):
+        build_adapter(spec)  # every option is one the cnn adapter knows
