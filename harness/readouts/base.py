@@ -57,6 +57,16 @@ class Readout:
 
         return np.stack(self.dist.map(run, images_of))
 
+    @classmethod
+    def with_defaults(cls, stimset: StimulusSet, options: dict[str, Any],
+                      known: dict[str, Any]) -> dict[str, Any]:
+        """``options`` over the readout's defaults; an unknown option is an error naming the task."""
+        unknown = set(options) - set(known)
+        if unknown:
+            raise ValueError(f"{stimset.task_id}: readout {cls.name} has no option(s) {sorted(unknown)}; "
+                             f"known: {sorted(known)}")
+        return {**known, **options}
+
     def prepare(self, model) -> None:
         """Fit anything the readout needs from the probe-train split (default: nothing)."""
 

@@ -103,13 +103,9 @@ class Chart6Readout(Readout):
 
     def __init__(self, stimset: StimulusSet, **options: Any):
         task = stimset.task_id
-        unknown = set(options) - set(self.OPTIONS)
-        if unknown:
-            raise ValueError(f"{task}: readout chart6 has no option(s) {sorted(unknown)}; "
-                             f"known: {sorted(self.OPTIONS)}")
+        o = self.with_defaults(stimset, options, self.OPTIONS)
         if stimset.prompt is None or stimset.task_id.removeprefix("literacy.chart.") not in TESTS:
             raise ValueError(f"{task}: readout chart6 answers CHART-6 tasks only")
-        o = {**self.OPTIONS, **options}
         paper = paper_model(o["paper_model"]) if o["paper_model"] else None
         defaults = ({"prefix": paper.prefix, "suffix": paper.suffix, "temperature": paper.temperature,
                      "top_p": paper.top_p} if paper else

@@ -63,16 +63,12 @@ class PromptReadout(Readout):
 
     def __init__(self, stimset: StimulusSet, **options: Any):
         task = stimset.task_id
-        unknown = set(options) - set(self.OPTIONS)
-        if unknown:
-            raise ValueError(f"{task}: readout {self.name} has no option(s) {sorted(unknown)}; "
-                             f"known: {sorted(self.OPTIONS)}")
+        resolved = self.with_defaults(stimset, options, self.OPTIONS)
         if stimset.prompt is None:
             raise ValueError(f"{task}: readout {self.name} needs a prompt, the task has none")
         if stimset.response_space != self.response_space:
             raise ValueError(f"{task}: readout {self.name} answers {self.response_space!r} tasks, "
                              f"the task's response space is {stimset.response_space!r}")
-        resolved = {**self.OPTIONS, **options}
         if resolved["seed"] is None:
             resolved["seed"] = stimset.seed
         if int(resolved["n_reps"]) < 1 or int(resolved["max_new_tokens"]) < 1:

@@ -61,11 +61,7 @@ class RegressionReadout(Readout):
     capability = "predict"
 
     def __init__(self, stimset: StimulusSet, **options: Any):
-        unknown = set(options) - set(OPTIONS)
-        if unknown:
-            raise ValueError(f"{stimset.task_id}: readout regression has no option(s) {sorted(unknown)}; "
-                             f"known: {sorted(OPTIONS)}")
-        super().__init__(stimset, **{**OPTIONS, **options})
+        super().__init__(stimset, **self.with_defaults(stimset, options, OPTIONS))
         probe = stimset.train
         if not probe:
             raise ValueError(f"{stimset.task_id}: the regression readout needs a probe-train split")
