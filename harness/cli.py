@@ -8,6 +8,7 @@ with one line on stderr naming the culprit and exit status 2.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 
@@ -203,6 +204,13 @@ class CLI:
 
 
 def main(argv: list[str] | None = None) -> None:
+    # the harness's own progress lines (epochs of training, retries of API calls) on stderr
+    logger = logging.getLogger("harness")
+    if not logger.handlers:  # main() may run many times in one process (tests)
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s gestalt: %(message)s", "%H:%M:%S"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
     try:
         fire.Fire(CLI(), command=argv, name="gestalt")
     except GestaltError as e:

@@ -163,8 +163,7 @@ def _load_raw(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict, dict]:
     return _merge(base, data), {**base_lines, **lines}
 
 
-def _set_path(data: dict, dotted: str, value: Any) -> None:
-    keys = dotted.split(".")
+def _set_path(data: dict, keys: list[str], value: Any) -> None:
     node: Any = data
     for k in keys[:-1]:
         if isinstance(node, list):
@@ -178,17 +177,77 @@ def _set_path(data: dict, dotted: str, value: Any) -> None:
         node[last] = value
 
 
+def _task_ids(tasks: Any) -> list[str]:
+    """The task ids of a ``tasks`` list, batteries expanded; unknown names are kept as written
+    (validation reports them)."""
+    from .stimuli.registry import BATTERIES
+
+    names = tasks if isinstance(tasks, list) else []
+    return [t for n in names if isinstance(n, str) for t in BATTERIES.get(n, [n])]
+
+
+def _override_keys(data: dict, dotted: str) -> list[str]:
+    """The key path of a dotted override. Under ``task_options.`` the task id (dots and all) is
+    the longest prefix of the rest that is a task of the recipe or an existing task_options key:
+    ``task_options.ratio.chart.haehn_type1:step_a.values`` sets
+    ``task_options["ratio.chart.haehn_type1:step_a"]["values"]``."""
+    keys = dotted.split(".")
+    if keys[0] != "task_options" or len(keys) < 2:
+        return keys
+    rest = dotted[len("task_options."):]
+    existing = data.get("task_options")
+    known = set(_task_ids(data.get("tasks"))) | set(existing if isinstance(existing, dict) else ())
+
+    def fits(form: str) -> bool:
+        return rest == form or rest.startswith(form + ".")
+
+    # the command line (fire) reads '-' in an option name as '_': step-b arrives as step_b
+    found = [(len(t), fits(t), t) for t in known if fits(t) or fits(t.replace("-", "_"))]
+    if not found:
+        raise RecipeError(f"override {dotted}: names no task of the recipe "
+                          f"(tasks: {', '.join(_task_ids(data.get('tasks'))) or 'none'})")
+    task = max(found)[2]  # the longest; an exact spelling before a '-' read as '_'
+    tail = rest[len(task) + 1:]
+    return ["task_options", task, *(tail.split(".") if tail else [])]
+
+
+def _check_task_options(recipe: "Recipe", lines: dict, path: str | Path, file_tasks: list[str]) -> None:
+    """Every task in ``tasks`` is known and every task_options key is one of them: a misspelt
+    key would otherwise drop its settings without a word."""
+    from .stimuli.registry import UnknownTask, expand
+
+    for i, name in enumerate(recipe.tasks):
+        try:
+            expand([name])
+        except UnknownTask as e:
+            raise RecipeError(f"{lines.get(('tasks', i), path)}: tasks.{i}: {e}") from None
+    tasks = expand(recipe.tasks)
+    # `--tasks=[...]` may run a subset of a recipe: the file's other tasks keep their options, unused
+    for key in recipe.task_options:
+        if key not in tasks and key not in file_tasks:
+            where = lines.get(("task_options", key)) or lines.get(("task_options",), str(path))
+            raise RecipeError(f"{where}: task_options.{key}: not a task of this recipe "
+                              f"(tasks: {', '.join(tasks)})")
+
+
 def load_recipe(path: str | Path, overrides: dict[str, Any] | None = None) -> Recipe:
     """Load, extend, override and validate. Overrides are dotted paths (``runtime.processes``)."""
     data, lines = _load_raw(Path(path))
-    for dotted, value in (overrides or {}).items():
+    file_tasks = _task_ids(data.get("tasks"))
+    # task_options.* last: their task ids are resolved against the tasks as overridden
+    ordered = sorted((overrides or {}).items(), key=lambda kv: kv[0].startswith("task_options."))
+    for dotted, value in ordered:
         try:
-            _set_path(data, dotted, yaml.safe_load(value) if isinstance(value, str) else value)
+            keys = _override_keys(data, dotted)
+            _set_path(data, keys, yaml.safe_load(value) if isinstance(value, str) else value)
         except (IndexError, ValueError, TypeError, AttributeError):
             raise RecipeError(f"override {dotted}: no such place in the recipe") from None
-        lines[tuple(int(k) if k.isdigit() else k for k in dotted.split("."))] = "command line"
+        where = tuple(int(k) if k.isdigit() else k for k in keys)
+        for stale in [k for k in lines if k[:len(where)] == where]:  # the file's lines it replaced
+            del lines[stale]
+        lines[where] = "command line"
     try:
-        return Recipe.model_validate(data)
+        recipe = Recipe.model_validate(data)
     except ValidationError as e:
         err = e.errors()[0]
         loc = tuple(err["loc"])
@@ -197,3 +256,5 @@ def load_recipe(path: str | Path, overrides: dict[str, Any] | None = None) -> Re
         msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
         more = f" (+{e.error_count() - 1} more errors)" if e.error_count() > 1 else ""
         raise RecipeError(f"{where}: {key}: {msg}{more}") from None
+    _check_task_options(recipe, lines, path, file_tasks)
+    return recipe

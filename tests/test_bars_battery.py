@@ -81,3 +81,46 @@ def test_haehn_replication_recipe_is_the_table_i_grid():
     assert all(t == "regression" for p in plan(recipe) for _, t in p.tasks)
     for spec in model_specs(recipe):
         build_adapter(spec)  # every option is one the cnn adapter knows
+
+
+@pytest.mark.slow
+def test_bars_quick_recipe_beats_the_people_on_iid_type_1(tmp_path):
+    """recipes/bars-quick.yaml as a user runs it (CPU, ~10 minutes): the CNN trained from scratch
+    reaches an IID MLAE below the people's with its whole CI, and every OOD parameter is scored."""
+    import os
+    import subprocess
+    import sys
+
+    import mlflow
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    env = dict(os.environ, MLFLOW_TRACKING_URI=uri, GESTALT_MIRROR=str(MIRROR),
+               GESTALT_CHECKPOINTS=str(tmp_path / "ckpt"))
+    repo = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "harness.cli", "recipe", str(repo / "recipes/bars-quick.yaml"),
+           f"--output_dir={tmp_path}/out", "--runtime.progress=false"]
+    first = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=1800)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "epoch 1: train loss" in first.stderr  # training reports its progress
+
+    mlflow.set_tracking_uri(uri)
+    (run,) = mlflow.search_runs(experiment_names=["bars-quick"], output_format="list")
+    m = run.data.metrics
+    # GRAPE's mean-of-log-errors MLAE, and the same difference against the people's MLAE
+    assert m[f"{TASK}/mlae_ci_high"] < 1.40, m[f"{TASK}/mlae"]
+    assert m[f"{TASK}/mlae_minus_human_ci_high"] < 0
+    assert m[f"{TASK}/mlae_midmean_ci_high"] < 1.40  # Cleveland-McGill's form too
+    params = {k.split("/ood.")[1].split(".")[0] for k in m
+              if k.startswith(f"{TASK}/ood.") and k.endswith(".delta_mlae")}
+    assert params == {"bar_width", "bar_lightness", "background_lightness", "stroke_lightness",
+                      "stroke_width", "dot_position", "title_position", "title_font_size", "bar_length"}
+    client = MlflowClient(uri)
+    curve = client.get_metric_history(run.info.run_id, f"{TASK}/train/val_loss")
+    assert len(curve) >= 2 and min(c.value for c in curve) < 0.01  # chance is the target variance, ~0.06
+    assert [a.path for a in client.list_artifacts(run.info.run_id, f"models/{TASK}")][0].endswith(".pt")
+    figures = {a.path for a in client.list_artifacts(run.info.run_id, "figures")}
+    assert {f"figures/{TASK}.mlae_vs_humans.png", f"figures/{TASK}.mlae_vs_level.png"} <= figures
+
+    again = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert again.returncode == 0 and "0 new trials, 0 model calls" in again.stdout

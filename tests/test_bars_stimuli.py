@@ -386,3 +386,177 @@ def test_augmentation_mixture_members(sources):
     assert charts.values.min() < 10 and charts.values.max() > 92  # [1, 100)
     with pytest.raises(ValueError, match="bar chart types"):
         grape.mixture(sources, "barWidth", 2)
+
+
+# -- Haehn type 1, GRAPE section IV-B's widened parameter space ----------------------------------
+
+def _haehn_parts(sp):
+    """(all values, all marked, marked values) over the splits of ``sp``."""
+    values = np.concatenate([c.values for c in sp.values()]).astype(np.int64)
+    marked = np.concatenate([c.marked for c in sp.values()]).astype(np.int64)
+    return values, marked, np.take_along_axis(values, marked, axis=1)
+
+
+def _unmarked(values, marked):
+    keep = np.ones(values.shape, bool)
+    np.put_along_axis(keep, marked, False, axis=1)
+    return values[keep]
+
+
+def _assert_label_disjoint(sp):
+    labels = {s: set(sp[s].target.round(9)) for s in sp}
+    assert not labels["train"] & labels["val"] and not labels["train"] & labels["test"] \
+        and not labels["val"] & labels["test"]
+
+
+def _assert_haehn_bar_pixels(im, c, i):
+    """Outline of every bar at its value's height; the only ink inside a bar is the dot, and it
+    sits (row 94, left edge + 3) on the marked bars only."""
+    pair = set(c.marked[i].tolist())
+    for k, left in enumerate(layout.HAEHN_BAR_LEFT):
+        d = int(c.values[i, k])
+        assert (im[99 - d:100, left] == 255).all() and (im[99 - d:100, left + 7] == 255).all()
+        assert (im[99 - d, left:left + 8] == 255).all()
+        inside = im[100 - d:100, left + 1:left + 7]
+        assert int(inside.sum()) == (255 if k in pair else 0)
+        assert im[94, left + 3] == (255 if k in pair else 0)
+
+
+SIZES = {"train": 3000, "val": 1000, "test": 1000}
+
+
+def test_haehn_cm20_values_marked_from_the_twenty_value_set():
+    s20 = 10.0 ** (1 + np.arange(20) / 24)  # s'_i = 10^(1 + (i-1)/24), i = 1..20
+    assert haehn.CM20_VALUES.tolist() == np.round(s20).astype(int).tolist() \
+        == [10, 11, 12, 13, 15, 16, 18, 20, 22, 24, 26, 29, 32, 35, 38, 42, 46, 51, 56, 62]
+    sp = haehn.sample_haehn_splits(1, SIZES, np.random.default_rng(1), values="cleveland-mcgill-20")
+    assert {s: len(c) for s, c in sp.items()} == SIZES
+    values, marked, mv = _haehn_parts(sp)
+    assert (marked == [1, 2]).all()
+    assert np.isin(mv, haehn.CM20_VALUES).all() and (mv[:, 0] != mv[:, 1]).all()
+    assert set(mv.ravel().tolist()) == set(haehn.CM20_VALUES.tolist())  # all 20 occur
+    assert not np.isin(mv, haehn.CM_VALUES).all(axis=1).all()  # not only the 10 C&M values
+    rest = _unmarked(values, marked)
+    assert rest.min() == 10 and rest.max() == 92
+    _assert_label_disjoint(sp)
+
+
+def test_haehn_random_values_for_every_bar():
+    sp = haehn.sample_haehn_splits(1, SIZES, np.random.default_rng(2), values="random")
+    values, marked, mv = _haehn_parts(sp)
+    assert (marked == [1, 2]).all()
+    assert mv.min() == 10 and mv.max() == 92 and len(np.unique(mv)) == 83  # every integer of [10, 93)
+    assert (values >= 10).all() and (values <= 92).all()
+    _assert_label_disjoint(sp)
+    for c in sp.values():  # the target is the smaller over the larger marked value
+        v = np.take_along_axis(c.values, c.marked, axis=1).astype(float)
+        assert np.allclose(c.target, v.min(axis=1) / v.max(axis=1))
+
+
+@pytest.mark.parametrize("values", ["cleveland-mcgill", "random"])
+def test_haehn_adjacent_marked_pairs(values):
+    sp = haehn.sample_haehn_splits(1, SIZES, np.random.default_rng(3), values=values, marked="adjacent")
+    values_, marked, mv = _haehn_parts(sp)
+    assert (marked[:, 1] == marked[:, 0] + 1).all()
+    assert set(marked[:, 0].tolist()) == set(range(9))  # j = 1..9, the pair across the gap too
+    if values == "cleveland-mcgill":
+        assert np.isin(mv, haehn.CM_VALUES).all() and (mv[:, 0] != mv[:, 1]).all()
+        assert (_unmarked(values_, marked) <= 92).all()
+    _assert_label_disjoint(sp)
+
+
+def test_haehn_option_charts_render_dots_on_the_marked_bars(sources):
+    ss = build_haehn(sources, 0, chart_type=1, n_train=40, n_val=10, n_test=40, values="random",
+                     marked="adjacent")
+    charts = ss.test[0].image_source.charts
+    im = render.render_stimuli(ss.test)
+    assert im.shape == (40, 100, 100) and set(np.unique(im)) <= {0, 255}
+    assert len(set(charts.marked[:, 0].tolist())) > 3
+    for i, s in enumerate(ss.test):
+        _assert_haehn_bar_pixels(im[i], charts, i)
+        a, b = (int(charts.values[i, k]) for k in charts.marked[i])
+        assert s.ground_truth == pytest.approx(min(a, b) / max(a, b))
+        assert s.meta["values"] == "random" and s.meta["marked"] == "adjacent"
+    assert np.array_equal(np.asarray(ss.test[5].image), im[5])  # the lazy image is the batch's
+    # the PIL reference renderer draws the same from the marked indices
+    assert np.array_equal(im[7], np.asarray(pil_reference.draw_haehn(charts, 7)))
+
+
+def test_haehn_options_keep_defaults_and_change_hashes(sources):
+    def rng():
+        return np.random.default_rng(4)
+
+    base = haehn.sample_haehn_splits(1, {"test": 50}, rng())["test"]
+    explicit = haehn.sample_haehn_splits(1, {"test": 50}, rng(), values="cleveland-mcgill",
+                                         marked="fixed")["test"]
+    assert explicit.content_hash() == base.content_hash()
+    hashes = {base.content_hash()}
+    for values, marked in (("cleveland-mcgill-20", "fixed"), ("random", "fixed"),
+                           ("random", "adjacent"), ("cleveland-mcgill", "adjacent")):
+        hashes.add(haehn.sample_haehn_splits(1, {"test": 50}, rng(), values=values,
+                                             marked=marked)["test"].content_hash())
+    assert len(hashes) == 5
+    a = build_haehn(sources, 0, n_train=8, n_val=4, n_test=8)
+    b = build_haehn(sources, 0, n_train=8, n_val=4, n_test=8, values="cleveland-mcgill-20")
+    assert "values" not in a.test[0].meta and b.test[0].meta["values"] == "cleveland-mcgill-20"
+    assert render.content_key(a.test) != render.content_key(b.test) and a.sha256 != b.sha256
+
+
+def test_haehn_options_are_checked():
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="values='cm20' is not known"):
+        haehn.sample_haehn_splits(1, {"test": 5}, rng, values="cm20")
+    with pytest.raises(ValueError, match="marked='random' is not known"):
+        haehn.sample_haehn_splits(1, {"test": 5}, rng, marked="random")
+    with pytest.raises(ValueError, match="values='random' applies to chart type 1 only"):
+        haehn.sample_haehn_splits(3, {"test": 5}, rng, values="random")
+    with pytest.raises(ValueError, match="marked='adjacent' applies to chart type 1 only"):
+        build_haehn(None, 0, chart_type=2, n_train=4, n_val=2, n_test=2, marked="adjacent")
+
+
+def test_parameter_space_recipe_runs_the_four_steps_as_task_variants(sources, capsys):
+    from harness.cli import main
+    from harness.models.registry import build_adapter
+    from harness.recipes import load_recipe
+    from harness.run import build_stimsets, model_specs, plan
+    from tests.conftest import REPO
+
+    path = REPO / "recipes/bars-parameter-space.yaml"
+    recipe = load_recipe(path)
+    steps = {"baseline": ("cleveland-mcgill", "fixed"), "step_a": ("cleveland-mcgill-20", "fixed"),
+             "step_b": ("random", "fixed"), "step_c": ("random", "adjacent")}
+    ids = [f"ratio.chart.haehn_type1:{step}" for step in steps]
+    (p,) = plan(recipe)
+    assert recipe.name == "bars-parameter-space" and p.model.name == "resnet152"
+    assert [(t.task_id, r) for t, r in p.tasks] == [(t, "regression") for t in ids]
+    opts = recipe.models[0].options
+    assert (opts["optimizer"], opts["lr"], opts["weight_decay"]) == ("adamw", 1e-3, 1e-2)
+    assert recipe.task_options == {
+        t: {"n_train": 60000, "n_val": 20000, "n_test": 20000, "values": v, "marked": m}
+        for t, (v, m) in zip(ids, steps.values())}
+    build_adapter(model_specs(recipe)[0])  # every option is one the cnn adapter knows
+    # each step's stimuli, small: sizes overridden per variant on the command line
+    small = {f"task_options.{t}.{k}": n for t in ids for k, n in (("n_train", "30"), ("n_val", "10"),
+                                                                   ("n_test", "20"))}
+    r = load_recipe(path, small)
+    sets = build_stimsets(r, sources, ids)
+    assert len({s.sha256 for s in sets.values()}) == 4
+    for t, (values, marked) in zip(ids, steps.values()):
+        ss = sets[t]
+        charts = ss.test[0].image_source.charts
+        assert ss.task_id == t and len(ss.test) == 20 and len(ss.train) == 40
+        assert ((charts.marked[:, 1] - charts.marked[:, 0]) == 1).all()
+        assert ((charts.marked == [1, 2]).all()) == (marked == "fixed")
+        mv = np.take_along_axis(charts.values, charts.marked, axis=1)
+        pool = {"cleveland-mcgill": haehn.CM_VALUES, "cleveland-mcgill-20": haehn.CM20_VALUES}
+        if values in pool:
+            assert np.isin(mv, pool[values]).all()
+        else:
+            assert not np.isin(mv, haehn.CM20_VALUES).all()
+    # the dry run through the command line (fire keeps the ':' of the option names)
+    capsys.readouterr()
+    main(["recipe", str(path), "--dry-run", f"--data.mirror={sources.mirror}",
+          *(f"--{k}={v}" for k, v in small.items())])
+    out = capsys.readouterr().out
+    for t in ids:
+        assert f"  {t}: readout regression, 20 test x 1 rep(s) = 20 trials, probe-train 40" in out

@@ -9,7 +9,8 @@ from tests.conftest import MIRROR
 from tests.fake_vendor_server import FakeVendorServer, Status
 from tests.tiny_vlms import build_llava
 
-TASKS = ["literacy.chart.ggr", "literacy.chart.vlat", "literacy.chart.holf_multi"]
+# a task variant (BASE:NAME) runs through the CHART-6 readout, scorer and figures like its base
+TASKS = ["literacy.chart.ggr", "literacy.chart.vlat", "literacy.chart.holf_multi", "literacy.chart.ggr:again"]
 
 
 def test_chart6_battery_offline(tmp_path, monkeypatch):
@@ -45,7 +46,7 @@ def test_chart6_battery_offline(tmp_path, monkeypatch):
 
     for r in results:
         assert "literacy.chart.holf_multi" in r.unavailable
-        for task, n_items in (("literacy.chart.ggr", 13), ("literacy.chart.vlat", 53)):
+        for task, n_items in (("literacy.chart.ggr", 13), ("literacy.chart.vlat", 53), ("literacy.chart.ggr:again", 13)):
             recs = [validate(json.loads(x)) for x in
                     (tmp_path / "out" / r.model_id / "records" / f"{task}.jsonl").read_text().splitlines()]
             assert len(recs) == 2 * n_items and {x["rep"] for x in recs} == {0, 1}

@@ -74,3 +74,102 @@ def test_duplicate_model_ids_and_revision_format(tmp_path):
     rev = BASE.replace("weights: random", "weights: hub\n    revision: main")
     with pytest.raises(RecipeError, match="40-hex"):
         load_recipe(write(tmp_path, "v.yaml", rev))
+
+
+# -- task variants (BASE:VARIANT) and task_options keys ------------------------------------------
+
+HAEHN = "ratio.chart.haehn_type1"
+TINY = {"n_train": 30, "n_val": 10, "n_test": 20}
+
+
+def test_task_variant_is_the_base_task_under_its_own_id():
+    from harness.stimuli.registry import TASKS, UnknownTask, base_task_id, expand, get_task
+
+    spec = get_task(f"{HAEHN}:step_a")
+    base = TASKS[HAEHN]
+    assert spec.task_id == f"{HAEHN}:step_a" and base.task_id == HAEHN  # the registry is unchanged
+    assert (spec.builder, spec.readouts, spec.scoring, spec.battery, spec.defaults) == \
+        (base.builder, base.readouts, base.scoring, base.battery, base.defaults)
+    assert (spec.principle, spec.track) == ("ratio", "chart")
+    assert get_task(HAEHN) is base and base_task_id(f"{HAEHN}:Step-2_b") == HAEHN
+    assert expand([f"{HAEHN}:step_a", HAEHN, f"{HAEHN}:step_a", f"{HAEHN}:step-b"]) == \
+        [f"{HAEHN}:step_a", HAEHN, f"{HAEHN}:step-b"]
+    assert expand(["bars", f"{HAEHN}:x"])[-1] == f"{HAEHN}:x"
+    for bad in ("ratio.chart.haehn_type9:step_a", f"{HAEHN}:", f"{HAEHN}:a.b", f"{HAEHN}:a:b",
+                f"{HAEHN}:a b", "bars:x"):
+        with pytest.raises(UnknownTask, match="unknown task"):
+            expand([bad])
+
+
+def test_variant_stimuli_carry_the_variant_id_and_hash_apart(sources):
+    from harness.stimuli.registry import get_task
+
+    base = get_task(HAEHN).build(sources, **TINY)
+    variant = get_task(f"{HAEHN}:step_a").build(sources, **TINY)
+    assert base.task_id == HAEHN and variant.task_id == f"{HAEHN}:step_a"
+    assert [s.sha256 for s in variant.stimuli] == [s.sha256 for s in base.stimuli]  # same charts
+    assert variant.sha256 != base.sha256
+    assert get_task(f"{HAEHN}:step_a").build(sources, **TINY).sha256 == variant.sha256
+    assert get_task(HAEHN).build(sources, **TINY).task_id == HAEHN  # the base set is not renamed
+
+
+VARIANTS = f"""\
+name: variants
+models:
+  - id: m1
+    source: timm
+    name: test_vit
+tasks: [{HAEHN}, "{HAEHN}:step_a", "{HAEHN}:step-b"]
+task_options:
+  {HAEHN}: {{n_train: 30}}
+  {HAEHN}:step_a: {{values: cleveland-mcgill-20}}
+"""
+
+
+def test_dotted_overrides_resolve_task_ids_with_dots_and_colons(tmp_path):
+    p = write(tmp_path, "v.yaml", VARIANTS)
+    r = load_recipe(p, {f"task_options.{HAEHN}:step_a.values": "random",
+                        f"task_options.{HAEHN}.n_train": "50",
+                        f"task_options.{HAEHN}.n_val": "7",
+                        f"task_options.{HAEHN}:step_b.marked": "adjacent",  # fire reads '-' as '_'
+                        "seed": "3"})
+    assert r.task_options == {HAEHN: {"n_train": 50, "n_val": 7},
+                              f"{HAEHN}:step_a": {"values": "random"},
+                              f"{HAEHN}:step-b": {"marked": "adjacent"}}
+    # a whole entry, and a task that the same command line adds
+    r = load_recipe(p, {f"task_options.{HAEHN}:c": '{"values": "random", "marked": "adjacent"}',
+                        "tasks": f"[{HAEHN}, '{HAEHN}:c']", "task_options": "{}"})
+    assert r.tasks == [HAEHN, f"{HAEHN}:c"]
+    assert r.task_options == {f"{HAEHN}:c": {"values": "random", "marked": "adjacent"}}
+    # battery names expand: any of the battery's tasks takes options
+    r = load_recipe(p, {"tasks": "[bars]", "task_options": "{}",
+                        "task_options.ratio.chart.grape_type3.n_test": "5"})
+    assert r.task_options == {"ratio.chart.grape_type3": {"n_test": 5}}
+    with pytest.raises(RecipeError, match=rf"override task_options\.ratio\.chart\.haehn_typ1\.values: "
+                                          rf"names no task of the recipe \(tasks: {HAEHN}, "):
+        load_recipe(p, {"task_options.ratio.chart.haehn_typ1.values": "random"})
+
+
+def test_task_options_key_naming_no_task_is_an_error_with_its_line(tmp_path):
+    typo = VARIANTS.replace(f"  {HAEHN}:step_a:", f"  {HAEHN}:stepa:")
+    p = write(tmp_path, "t.yaml", typo)
+    with pytest.raises(RecipeError) as e:
+        load_recipe(p)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert msg.startswith(f"{p}:9: task_options.{HAEHN}:stepa: not a task of this recipe")
+    assert f"(tasks: {HAEHN}, {HAEHN}:step_a, {HAEHN}:step-b)" in msg
+    with pytest.raises(RecipeError, match=rf"^command line: task_options\.{HAEHN}x: not a task"):
+        load_recipe(write(tmp_path, "ok.yaml", VARIANTS), {"task_options": f'{{"{HAEHN}x": {{}}}}'})
+    # `--tasks=[...]` runs a subset: the other tasks' options stay, unused; a typo still fails
+    ok = write(tmp_path, "ok.yaml", VARIANTS)
+    r = load_recipe(ok, {"tasks": f"['{HAEHN}:step_a']"})
+    assert r.tasks == [f"{HAEHN}:step_a"] and HAEHN in r.task_options
+    with pytest.raises(RecipeError, match=rf"{p}:9: task_options\.{HAEHN}:stepa: not a task"):
+        load_recipe(p, {"tasks": f"['{HAEHN}:step_a']"})
+    with pytest.raises(RecipeError, match="names no task of the recipe"):
+        load_recipe(ok, {"tasks": f"['{HAEHN}:step_a']", "task_options.ratio.chart.haehn_typ1": "{}"})
+    # an unknown task in tasks names its line too
+    bad = VARIANTS.replace('"{HAEHN}:step-b"'.format(HAEHN=HAEHN), "closure.nat.silhuette")
+    with pytest.raises(RecipeError, match=r"b\.yaml:6: tasks\.2: unknown task 'closure\.nat\.silhuette'"):
+        load_recipe(write(tmp_path, "b.yaml", bad))

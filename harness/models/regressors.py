@@ -7,6 +7,13 @@ Architectures (``ModelSpec.name``):
   ``kernel``, ``batchnorm`` (after each conv), ``dropout`` (after each block), ``stride`` (of
   the first conv), ``hidden``.
 - ``mlp``: Haehn's MLP: flattened pixels - dense 256 - ReLU - dropout 0.5 - linear output.
+- ``colnet``: a column network, small enough to learn GRAPE's charts in minutes on a CPU. A bar's
+  value is a property of its pixel columns, so after ``pixel_conv`` 3x3 convolutions (full
+  resolution: the dots are single pixels) one convolution spans the whole image height (a weight
+  per row, ``column_channels`` filters), leaving a 1-D sequence along x; ``depth`` 1-D
+  convolutions of width 5 (``width`` filters; 4 of them see 17 columns, two adjacent bars) then
+  mean- and max-pooling over x and a dense ``hidden`` layer give the output. recipes/bars-quick.yaml
+  trains it and shows how to train a ``lenet`` of similar cost on the same charts instead.
 - any timm architecture (``vgg19``, ``resnet152`` ...), built with ``pretrained=False``,
   ``num_classes=1`` and the data's channel count; GRAPE resized charts to 224 x 224 for these
   (``input_size``, default 224 for timm models, native size otherwise).
@@ -34,6 +41,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import time
 from pathlib import Path
@@ -44,7 +52,7 @@ from PIL import Image
 
 from .base import ModelError, ModelSpec
 
-LOCAL_ARCHS = ("lenet", "mlp")
+LOCAL_ARCHS = ("lenet", "mlp", "colnet")
 DEFAULTS: dict[str, Any] = {
     "optimizer": "adamw",  # or "sgd" (momentum)
     "lr": 1e-4,
@@ -64,12 +72,17 @@ DEFAULTS: dict[str, Any] = {
     "kernel": 5,  # lenet
     "batchnorm": False,  # lenet
     "dropout": 0.2,  # lenet: after each conv block (the dense layer keeps Haehn's 0.5)
-    "hidden": 256,  # lenet, mlp
+    "hidden": 256,  # lenet, mlp, colnet
+    "pixel_conv": (8,),  # colnet: filters per full-resolution 3x3 convolution
+    "column_channels": 32,  # colnet: filters of the full-height convolution
+    "width": 64,  # colnet: filters per 1-D convolution along x
+    "depth": 4,  # colnet: number of 1-D convolutions
     "stride": 1,  # lenet: stride of the first convolution
 }
 # change speed or place, never results: rendering processes for training batches, torch device
 RUNTIME_OPTIONS = {"num_workers": 0, "device": None}
 CHECKPOINT_FORMAT = 1
+log = logging.getLogger(__name__)
 
 
 class TrainingData(Protocol):
@@ -134,8 +147,36 @@ def _build_net(name: str, channels: int, height: int, width: int, opts: dict[str
         def forward(self, x):
             return self.head(self.features(x))
 
+    class ColNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            layers, c_in = [], channels
+            for c_out in (int(c) for c in opts["pixel_conv"]):
+                layers += [nn.Conv2d(c_in, c_out, 3, padding=1), nn.ReLU()]
+                c_in = c_out
+            # one weight per row: reads each pixel column whole, (n, c, 1, W) out
+            layers += [nn.Conv2d(c_in, int(opts["column_channels"]), (height, 1)), nn.ReLU()]
+            c_in = int(opts["column_channels"])
+            for _ in range(int(opts["depth"])):  # along x, kept 2-D (height 1) for Grad-CAM
+                layers += [nn.Conv2d(c_in, int(opts["width"]), (1, 5), padding=(0, 2)), nn.ReLU()]
+                c_in = int(opts["width"])
+            self.features = nn.Sequential(*layers)
+            self.head = nn.Sequential(nn.Linear(2 * c_in, int(opts["hidden"])), nn.ReLU(),
+                                      nn.Linear(int(opts["hidden"]), 1))
+
+        def forward_features(self, x):
+            return self.features(x)
+
+        def forward_head(self, f):
+            return self.head(torch.cat([f.mean(dim=(2, 3)), f.amax(dim=(2, 3))], dim=1))
+
+        def forward(self, x):
+            return self.forward_head(self.features(x))
+
     if name == "lenet":
         return LeNet()
+    if name == "colnet":
+        return ColNet()
     if name == "mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(channels * height * width, int(opts["hidden"])),
                              nn.ReLU(), nn.Dropout(0.5), nn.Linear(int(opts["hidden"]), 1))
@@ -300,6 +341,9 @@ class CNNRegressor:
             val_loss = self._mse(acc, net, val)
             history.append({"epoch": epoch + 1, "train_loss": train_loss, "val_loss": val_loss,
                             "seconds": round(time.perf_counter() - t0, 3)})
+            if acc.is_main_process:
+                log.info("%s fold %d epoch %d: train loss %.5f, val loss %.5f (%.0f s)", self.spec.id,
+                         len(self.nets) + 1, epoch + 1, train_loss, val_loss, history[-1]["seconds"])
             if val_loss < best:
                 best, stale = val_loss, 0
                 state = acc.unwrap_model(net).state_dict()

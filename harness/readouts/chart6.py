@@ -41,6 +41,7 @@ from typing import Any
 from ..models.base import ModelSpec, fingerprint_hash
 from ..stimuli.base import Stimulus, StimulusSet
 from ..stimuli.chart6 import TESTS, is_correct, item_body
+from ..stimuli.registry import base_task_id
 from .base import Readout, Response
 from .extract import EXTRACTOR_SETTINGS, LLMExtractor, excise_prompt, extract
 from .parse import Parsed, api_error_status, null
@@ -104,7 +105,7 @@ class Chart6Readout(Readout):
     def __init__(self, stimset: StimulusSet, **options: Any):
         task = stimset.task_id
         o = self.with_defaults(stimset, options, self.OPTIONS)
-        if stimset.prompt is None or stimset.task_id.removeprefix("literacy.chart.") not in TESTS:
+        if stimset.prompt is None or base_task_id(stimset.task_id).removeprefix("literacy.chart.") not in TESTS:
             raise ValueError(f"{task}: readout chart6 answers CHART-6 tasks only")
         paper = paper_model(o["paper_model"]) if o["paper_model"] else None
         defaults = ({"prefix": paper.prefix, "suffix": paper.suffix, "temperature": paper.temperature,

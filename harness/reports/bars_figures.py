@@ -5,6 +5,11 @@
   user-study MLAE at that level where GRAPE measured one.
 - ``<task>.mlae_vs_humans.png``: the model's IID MLAE in the three published forms beside the
   human references of the same chart type.
+- ``<task>.gradcam_overlays.png`` (only when records carry Grad-CAM maps, the regression readout's
+  ``gradcam`` option): as GRAPE Fig. 8, a few test charts with their Grad-CAM map overlaid, the IID
+  charts in one row and their OOD twins at one perturbation level below (bar width where it was
+  run, as in the paper), the marked bars outlined and each panel titled with its IoU (GRAPE Eq. 4,
+  computed by scores/mlae.py exactly as the ``gradcam_iou`` score).
 """
 
 from __future__ import annotations
@@ -17,8 +22,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 
+from ..scores.mlae import GRADCAM_THRESHOLD, gradcam_iou, gradcam_scaled, record_cam  # noqa: E402
 from ..scores.record import Score  # noqa: E402
+from ..stimuli.bars.render import ChartImage, render_stimuli, target_masks  # noqa: E402
+from ..stimuli.base import by_id  # noqa: E402
 
 _OOD = re.compile(r"^ood\.(?P<parameter>[^.]+)\.(?P<level>.+)\.mlae$")
 
@@ -106,8 +115,95 @@ def mlae_vs_humans_figure(task_id: str, scores: list[Score], model_id: str):
     return fig
 
 
+GRADCAM_EXAMPLES = 4
+GRADCAM_PARAMETER = "bar_width"  # the perturbation of GRAPE's Fig. 8, preferred where it was run
+
+
+def gradcam_examples(records: list[dict], stimset, k: int = GRADCAM_EXAMPLES) -> list[tuple[str, list]]:
+    """Rows ``[(label, [(record, stimulus)])]`` of the Grad-CAM overlay figure, chosen deterministically.
+
+    Charts with a map count once (their first record). The perturbed row is one (parameter, level):
+    ``bar_width`` where some IID chart's twin there has a map, else the first such parameter in
+    record order, at its level pairing the most IID charts (the first in record order on ties).
+    The IID row is the first ``k`` IID charts in record order with a twin there, the perturbed row
+    those twins, column by column. Without any such pair: one row of the first ``k`` IID charts
+    with a map (or of any charts with a map, when no IID chart has one). [] when no record has one.
+    """
+    if not any(record_cam(r) is not None for r in records):
+        return []
+    stimuli = by_id(stimset.stimuli)
+    first: dict[str, dict] = {}  # stimulus id -> its first record with a map, in record order
+    for r in records:
+        s = stimuli.get(r.get("stimulus_id"))
+        if (s is not None and s.stimulus_id not in first and isinstance(s.image_source, ChartImage)
+                and record_cam(r) is not None):
+            first[s.stimulus_id] = r
+    iid = [sid for sid in first if not stimuli[sid].manipulated_value]
+    twins: dict[tuple[str, str], dict[str, str]] = {}  # (parameter, level) -> IID id -> twin id
+    labels: dict[tuple[str, str], str] = {}
+    for sid in first:
+        s = stimuli[sid]
+        mv, base = s.manipulated_value, s.meta.get("base_id")
+        if mv and base in first and not stimuli[base].manipulated_value:
+            key = (mv["parameter"], str(mv["level"]))
+            twins.setdefault(key, {}).setdefault(base, sid)
+            labels[key] = f"{mv['parameter']} = {mv['level']}"
+    pick = lambda sid: (first[sid], stimuli[sid])  # noqa: E731
+    if twins:
+        parameters = list(dict.fromkeys(p for p, _ in twins))
+        parameter = GRADCAM_PARAMETER if GRADCAM_PARAMETER in parameters else parameters[0]
+        key = max((kk for kk in twins if kk[0] == parameter), key=lambda kk: len(twins[kk]))
+        bases = [sid for sid in iid if sid in twins[key]][:k]
+        return [("IID", [pick(b) for b in bases]), (labels[key], [pick(twins[key][b]) for b in bases])]
+    return [("IID" if iid else "perturbed", [pick(sid) for sid in (iid or list(first))[:k]])]
+
+
+def _outline(ax, region: np.ndarray, **kw) -> None:
+    """Contour of a boolean region (nothing to draw where it is empty or everything)."""
+    if region.any() and not region.all():
+        ax.contour(region.astype(float), levels=[0.5], **kw)
+
+
+def gradcam_overlay_figure(task_id: str, rows: list[tuple[str, list]], model_id: str,
+                           threshold: int = GRADCAM_THRESHOLD):
+    """Charts with their Grad-CAM map (resized and min-max scaled as the IoU score does) overlaid,
+    the marked bars outlined (white), the map's region >= ``threshold`` dashed, IoU in the title."""
+    cols = max(len(panels) for _, panels in rows)
+    fig, axes = plt.subplots(len(rows), cols, figsize=(2.5 * cols + 1.0, 2.7 * len(rows) + 0.7),
+                             squeeze=False, constrained_layout=True)
+    images = iter(render_stimuli([s for _, panels in rows for _, s in panels]))
+    heat = None
+    for axrow, (label, panels) in zip(axes, rows):
+        for ax, (record, s) in zip(axrow, panels):
+            image = next(images)
+            mask = target_masks(s.image_source.charts, [s.image_source.index])[0]
+            cam = record_cam(record)
+            scaled = gradcam_scaled(cam, mask.shape)
+            iou = gradcam_iou(cam, mask, threshold)
+            if image.ndim == 3:
+                image = image[..., :3]  # the mask variant's alpha channel is the mask: chart only
+            ax.imshow(image, cmap="gray" if image.ndim == 2 else None, vmin=0, vmax=255)
+            heat = ax.imshow(scaled, cmap="jet", alpha=0.45, vmin=0, vmax=255)
+            _outline(ax, mask, colors="white", linewidths=1.2)
+            _outline(ax, scaled >= threshold, colors="black", linewidths=0.8, linestyles="--")
+            ax.set_title(f"IoU {iou:.3f}", fontsize=9)
+            ax.set_xlabel(s.stimulus_id, fontsize=6)
+            ax.set_xticks([])
+            ax.set_yticks([])
+        axrow[0].set_ylabel(label, fontsize=9)
+        for ax in axrow[len(panels):]:
+            ax.axis("off")
+    fig.colorbar(heat, ax=axes, shrink=0.8, label="Grad-CAM, min-max scaled to 0-255")
+    fig.suptitle(f"{task_id}: {model_id} Grad-CAM maps\n(white: marked bars; dashed: map >= {threshold}; "
+                 f"IoU of the two, GRAPE Eq. 4)", fontsize=10)
+    return fig
+
+
 def bars_battery_figures(task_id: str, records, scores: list[Score], stimset, model_id: str) -> dict[str, Any]:
     figs = {f"{task_id}.mlae_vs_humans.png": mlae_vs_humans_figure(task_id, scores, model_id)}
     if level_curves(scores):
         figs[f"{task_id}.mlae_vs_level.png"] = mlae_vs_level_figure(task_id, scores, model_id)
+    rows = gradcam_examples(records, stimset)
+    if rows:
+        figs[f"{task_id}.gradcam_overlays.png"] = gradcam_overlay_figure(task_id, rows, model_id)
     return figs

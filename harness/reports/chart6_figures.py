@@ -41,6 +41,7 @@ from ..scores.chart6 import item_table  # noqa: E402
 from ..scores.record import Score  # noqa: E402
 from ..stimuli.chart6 import (ARITHMETIC_COMPUTATION, STATISTICAL_INFERENCE,  # noqa: E402
                               TESTS, VALUE_IDENTIFICATION)
+from ..stimuli.registry import base_task_id  # noqa: E402
 
 TASK_PREFIX = "literacy.chart."
 GROUPS = {"multiple-choice": "multiple-choice", "continuous": "numerical-response"}
@@ -57,6 +58,7 @@ MEASURES = {"multiple-choice": "mean proportion correct",
 # -- reading scores ------------------------------------------------------------------------------
 
 def chart6_key(task_id: str) -> str:
+    task_id = base_task_id(task_id)  # a variant (BASE:NAME) is drawn as its test
     key = task_id.removeprefix(TASK_PREFIX)
     if not task_id.startswith(TASK_PREFIX) or key not in TESTS:
         raise ValueError(f"{task_id!r} is not a CHART-6 task ({', '.join(t.task_id for t in TESTS.values())})")

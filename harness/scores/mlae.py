@@ -179,13 +179,24 @@ def resize_bilinear(image: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     return out
 
 
+def record_cam(record: dict) -> np.ndarray | None:
+    """The raw Grad-CAM map a record carries in ``extras['gradcam']``, or None."""
+    cam = (record.get("extras") or {}).get("gradcam")
+    return None if not cam else np.reshape(np.asarray(cam["values"], dtype=np.float64), cam["shape"])
+
+
+def gradcam_scaled(heatmap: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """A Grad-CAM map on an image's pixels, as GRAPE thresholds it: resized bilinearly to ``shape``
+    (H, W) and min-max scaled to 0-255 (a constant map scales to all zeros)."""
+    h = resize_bilinear(heatmap, shape)
+    span = h.max() - h.min()
+    return (h - h.min()) / span * 255.0 if span > 0 else np.zeros_like(h)
+
+
 def gradcam_iou(heatmap: np.ndarray, mask: np.ndarray, threshold: int = GRADCAM_THRESHOLD) -> float:
     """IoU of the Grad-CAM high-intensity region with a boolean target mask (GRAPE Eq. 4)."""
     mask = np.asarray(mask, bool)
-    h = resize_bilinear(heatmap, mask.shape)
-    span = h.max() - h.min()
-    scaled = (h - h.min()) / span * 255.0 if span > 0 else np.zeros_like(h)
-    region = scaled >= threshold
+    region = gradcam_scaled(heatmap, mask.shape) >= threshold
     union = np.logical_or(region, mask).sum()
     return float(np.logical_and(region, mask).sum() / union) if union else 0.0
 
@@ -318,15 +329,13 @@ def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, seed: int
 def _gradcam_scores(groups, stimset, stimuli, version, seed) -> list[Score]:
     out = []
     for (parameter, level), recs in sorted(groups.items(), key=lambda kv: (kv[0][0] or "", kv[0][1] or "")):
-        with_cam = [r for r in recs if (r.get("extras") or {}).get("gradcam")]
+        with_cam = [(r, cam) for r, cam in ((r, record_cam(r)) for r in recs) if cam is not None]
         if not with_cam:
             continue
         ious = []
-        for r in with_cam:
-            cam = r["extras"]["gradcam"]
+        for r, cam in with_cam:
             src = stimuli[r["stimulus_id"]].image_source
-            mask = target_masks(src.charts, [src.index])[0]
-            ious.append(gradcam_iou(np.reshape(cam["values"], cam["shape"]), mask))
+            ious.append(gradcam_iou(cam, target_masks(src.charts, [src.index])[0]))
         v = np.array(ious)
         value, lo, hi = bootstrap(lambda idx: v[idx].mean(axis=-1), len(v), N_BOOT_DEFAULT, seed)
         prefix = "" if parameter is None else f"ood.{parameter}.{level}."

@@ -3,11 +3,16 @@
 A task declares what it shows (its builder), which readout answers it for each model
 capability, and which metric family scores it. Builders are imported only when a task is used,
 so listing tasks stays instant.
+
+A task id ``BASE:VARIANT`` (VARIANT of letters, digits, ``_`` and ``-``) is the registered task
+BASE under its own id: a recipe can run one task several times, each with its own
+``task_options`` entry, and records, scores, metric names and figures carry the variant id.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from ..errors import GestaltError
@@ -38,7 +43,10 @@ class TaskSpec:
 
     def build(self, sources, seed: int = 0, **options: Any) -> StimulusSet:
         fn: Callable[..., StimulusSet] = resolve(self.builder)
-        return fn(sources, seed=seed, **{**self.defaults, **options})
+        stimset = fn(sources, seed=seed, **{**self.defaults, **options})
+        # a variant's stimuli carry its id (and so hash apart from the base task's); a copy, so a
+        # builder that caches its sets never sees the id change
+        return stimset if stimset.task_id == self.task_id else replace(stimset, task_id=self.task_id)
 
 
 TASKS: dict[str, TaskSpec] = {
@@ -123,17 +131,29 @@ class UnknownTask(GestaltError, KeyError):
         return self.args[0]
 
 
+VARIANT = re.compile(r"^(?P<base>[^:]+):(?P<variant>[A-Za-z0-9_-]+)$")
+
+
+def base_task_id(task_id: str) -> str:
+    """The registered task a task id names: ``BASE`` for ``BASE:VARIANT``, else the id itself."""
+    m = VARIANT.match(task_id)
+    return m["base"] if m else task_id
+
+
 def get_task(task_id: str) -> TaskSpec:
-    try:
-        return TASKS[task_id]
-    except KeyError:
+    """The task of a registered id, or for ``BASE:VARIANT`` task BASE with the variant id."""
+    spec = TASKS.get(base_task_id(task_id))
+    if spec is None:
         raise UnknownTask(
-            f"unknown task {task_id!r}; known tasks: {', '.join(sorted(TASKS))}"
-        ) from None
+            f"unknown task {task_id!r}; known tasks: {', '.join(sorted(TASKS))} "
+            "(a variant is BASE:NAME, NAME of letters, digits, _ and -)"
+        )
+    return spec if spec.task_id == task_id else replace(spec, task_id=task_id)
 
 
 def expand(names: list[str]) -> list[str]:
-    """Task ids from a mix of task ids and battery names, in order, without repeats."""
+    """Task ids from a mix of task ids (variants ``BASE:VARIANT`` too) and battery names, in order,
+    without repeats."""
     out: list[str] = []
     for name in names:
         for tid in BATTERIES.get(name, [name]):

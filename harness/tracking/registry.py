@@ -259,7 +259,8 @@ def register_trained_model(tracking_uri: str, run_id: str, task_id: str, name: s
         raise RegistryError(f"run {run_id}: not found at {tracking_uri} ({e.message})") from None
     if not client.list_artifacts(run.info.run_id, f"models/{task_id}"):
         raise RegistryError(f"run {run_id}: no trained model for {task_id} (artifact models/{task_id})")
-    name = name or f"gestalt-regressor-{run.data.tags.get('gestalt.model', 'model')}-{task_id}"
+    # Model Registry names refuse ':', which task variants (BASE:VARIANT) contain
+    name = name or f"gestalt-regressor-{run.data.tags.get('gestalt.model', 'model')}-{task_id.replace(':', '-')}"
     try:
         client.get_registered_model(name)
     except MlflowException:

@@ -16,6 +16,13 @@ EXP/ClevelandMcGill/figure4.py and EXP/run_position_length.py):
 - Splits are label-disjoint as in Haehn's driver: every candidate is sent to a random split
   (train, val, test); a label already used by a split always goes to that split; a candidate
   for a full split is dropped. Candidates are drawn in vectorised chunks, then assigned in order.
+- GRAPE section IV-B widens type 1's parameter space in three steps, as options (the defaults
+  give Haehn's stimuli above, draw for draw): ``values="cleveland-mcgill-20"`` draws the two
+  marked values from 20 fixed values s'_i = 10^(1 + (i-1)/24), i = 1..20, rounded as the 10
+  (10, 11, 12, 13, 15, ..., 51, 56, 62); ``values="random"`` leaves every bar, the marked two
+  too, a uniform integer in [10, 93) (the two may be equal, target 1); ``marked="adjacent"``
+  marks bars (j, j+1) with j uniform in 1..9 (1-based), the pair across the group gap included
+  (the paper: "j ranges from 1 to 9"). Other chart types accept only the defaults.
 - Optional noise: independent uniform noise on every pixel, Haehn's U[0, 0.05) of the ink value,
   here in uint8 (ink 242 + U{0..12}, background U{0..12}); drawn from a per-chart seed so one
   chart renders the same alone or in a batch.
@@ -31,6 +38,10 @@ import numpy as np
 from .grape import CHART_TYPES, check_type
 
 CM_VALUES = np.round(10.0 * 10.0 ** (np.arange(10) / 12.0)).astype(np.int16)
+CM20_VALUES = np.round(10.0 ** (1.0 + np.arange(20) / 24.0)).astype(np.int16)  # GRAPE IV-B step (a)
+VALUE_SETS = {"cleveland-mcgill": CM_VALUES, "cleveland-mcgill-20": CM20_VALUES}
+VALUES = (*VALUE_SETS, "random")
+MARKED = ("fixed", "adjacent")
 DISTRACTOR_RANGE = (10, 93)
 TYPE4_REDRAWS = 20
 TYPE5_RIGHT_RANGE = (8, 18)
@@ -79,49 +90,80 @@ def _segments(rng: np.random.Generator, high: np.ndarray, count: int, low: int) 
     return rng.integers(low, high[:, None], (len(high), count))
 
 
-def _candidates(chart_type: int, m: int, rng: np.random.Generator):
-    """m candidate samples: (values (m, 10), marked (m, 2), label (m,), valid (m,))."""
-    ia = rng.integers(0, 10, m)
-    ib = (ia + rng.integers(1, 10, m)) % 10  # uniform over the other nine
-    a, b = CM_VALUES[ia].astype(np.int64), CM_VALUES[ib].astype(np.int64)
+def check_options(chart_type: int, values: str, marked: str) -> None:
+    """GRAPE section IV-B's options are defined for type 1 only; anything else is an error."""
+    if values not in VALUES:
+        raise ValueError(f"values={values!r} is not known; choices: {', '.join(VALUES)}")
+    if marked not in MARKED:
+        raise ValueError(f"marked={marked!r} is not known; choices: {', '.join(MARKED)}")
+    for name, value, default in (("values", values, VALUES[0]), ("marked", marked, MARKED[0])):
+        if value != default and chart_type != 1:
+            raise ValueError(f"{name}={value!r} applies to chart type 1 only (GRAPE section IV-B), "
+                             f"not type {chart_type}")
+
+
+def _candidates(chart_type: int, m: int, rng: np.random.Generator, values: str = "cleveland-mcgill",
+                marked: str = "fixed"):
+    """m candidate samples: (values (m, 10), marked (m, 2), label (m,), valid (m,)).
+
+    The default options draw exactly as before they existed (same calls, same order)."""
+    if values == "random":
+        a = b = None  # the marked bars keep their random values, read back below
+    else:
+        pool = VALUE_SETS[values]
+        ia = rng.integers(0, len(pool), m)
+        ib = (ia + rng.integers(1, len(pool), m)) % len(pool)  # uniform over the others
+        a, b = pool[ia].astype(np.int64), pool[ib].astype(np.int64)
     valid = np.ones(m, bool)
-    values = np.zeros((m, 10), np.int64)
+    vals = np.zeros((m, 10), np.int64)
     if chart_type in (1, 3):
-        values[:] = rng.integers(*DISTRACTOR_RANGE, (m, 10))
-        marked = (1, 2) if chart_type == 1 else (1, 6)
-        values[:, marked[0]], values[:, marked[1]] = a, b
+        vals[:] = rng.integers(*DISTRACTOR_RANGE, (m, 10))
+        if marked == "adjacent":  # any (j, j+1), 0-based j in 0..8, across the group gap too
+            first = rng.integers(0, 9, m)
+            pos = np.stack([first, first + 1], axis=1)
+        else:
+            pos = np.tile((1, 2) if chart_type == 1 else (1, 6), (m, 1))
+        rows = np.arange(m)
+        if a is None:
+            a, b = vals[rows, pos[:, 0]], vals[rows, pos[:, 1]]
+        else:
+            vals[rows, pos[:, 0]], vals[rows, pos[:, 1]] = a, b
     elif chart_type == 2:
-        values[:, 0], values[:, 5] = a, b
-        values[:, 1:5] = _segments(rng, (93 - a) // 4, 4, 8)
-        values[:, 6:10] = _segments(rng, (93 - b) // 4, 4, 8)
-        marked = (0, 5)
+        vals[:, 0], vals[:, 5] = a, b
+        vals[:, 1:5] = _segments(rng, (93 - a) // 4, 4, 8)
+        vals[:, 6:10] = _segments(rng, (93 - b) // 4, 4, 8)
+        pos = (0, 5)
     elif chart_type == 4:
-        values[:, 0:4] = _segments(rng, (93 - a) // 4, 4, 8)
-        values[:, 4] = a
-        below = values[:, 0:4].sum(axis=1)
+        vals[:, 0:4] = _segments(rng, (93 - a) // 4, 4, 8)
+        vals[:, 4] = a
+        below = vals[:, 0:4].sum(axis=1)
         tries = rng.integers(8, ((93 - b) // 4)[:, None, None], (m, TYPE4_REDRAWS, 4))
         below2 = tries.sum(axis=2)
         ok = (below2 != below[:, None]) & (below2 + b[:, None] != (below + a)[:, None])
         first = ok.argmax(axis=1)
         valid = ok.any(axis=1)
-        values[:, 5:9] = tries[np.arange(m), first]
-        values[:, 9] = b
-        marked = (4, 9)
+        vals[:, 5:9] = tries[np.arange(m), first]
+        vals[:, 9] = b
+        pos = (4, 9)
     else:
         high = (93 - a - b) // 3
         valid = high > 3  # else NumPy's randint(3, high) raises and Haehn skips the sample
-        values[:, 0:3] = _segments(rng, np.where(valid, high, 4), 3, 3)
-        values[:, 3], values[:, 4] = a, b
-        values[:, 5:10] = rng.integers(*TYPE5_RIGHT_RANGE, (m, 5))
-        marked = (3, 4)
+        vals[:, 0:3] = _segments(rng, np.where(valid, high, 4), 3, 3)
+        vals[:, 3], vals[:, 4] = a, b
+        vals[:, 5:10] = rng.integers(*TYPE5_RIGHT_RANGE, (m, 5))
+        pos = (3, 4)
     label = np.minimum(a, b) / np.maximum(a, b)
-    return values, np.tile(marked, (m, 1)), label, valid
+    pos = np.asarray(pos)
+    return vals, (pos if pos.ndim == 2 else np.tile(pos, (m, 1))), label, valid
 
 
 def sample_haehn_splits(chart_type: int, sizes: dict[str, int], rng: np.random.Generator,
-                        noise: bool = False) -> dict[str, HaehnCharts]:
-    """Label-disjoint splits of the requested sizes (keys among 'train', 'val', 'test')."""
+                        noise: bool = False, values: str = "cleveland-mcgill",
+                        marked: str = "fixed") -> dict[str, HaehnCharts]:
+    """Label-disjoint splits of the requested sizes (keys among 'train', 'val', 'test');
+    ``values`` and ``marked``: GRAPE section IV-B's type-1 options (module docstring)."""
     chart_type = check_type(chart_type)
+    check_options(chart_type, values, marked)
     unknown = set(sizes) - set(SPLITS)
     if unknown:
         raise ValueError(f"unknown split(s) {sorted(unknown)}; splits are {SPLITS}")
@@ -135,9 +177,9 @@ def sample_haehn_splits(chart_type: int, sizes: dict[str, int], rng: np.random.G
             short = {s: t - len(p) for s, p, t in zip(SPLITS, picked, target) if len(p) < t}
             raise ValueError(f"Haehn type {chart_type}: could not fill label-disjoint splits "
                              f"{short} from {offset} candidates (too few distinct labels left)")
-        values, marked, label, valid = _candidates(chart_type, _CHUNK, rng)
+        cand_values, cand_marked, label, valid = _candidates(chart_type, _CHUNK, rng, values, marked)
         pots = rng.integers(0, 3, _CHUNK)
-        chunks.append((values, marked, label))
+        chunks.append((cand_values, cand_marked, label))
         for k, (lab, ok, pot) in enumerate(zip(label.tolist(), valid.tolist(), pots.tolist())):
             if not ok:
                 continue  # Haehn's generator raises here and the sample is skipped
@@ -157,4 +199,5 @@ def sample_haehn_splits(chart_type: int, sizes: dict[str, int], rng: np.random.G
     return out
 
 
-__all__ = ["CHART_TYPES", "CM_VALUES", "HaehnCharts", "sample_haehn_splits"]
+__all__ = ["CHART_TYPES", "CM20_VALUES", "CM_VALUES", "MARKED", "VALUES", "HaehnCharts",
+           "check_options", "sample_haehn_splits"]

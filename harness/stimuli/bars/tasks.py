@@ -133,15 +133,22 @@ def build_grape(sources: Sources, seed: int = 0, *, chart_type: int = 1, n_train
 
 
 def build_haehn(sources: Sources, seed: int = 0, *, chart_type: int = 1, n_train: int = 5000,
-                n_val: int = 1000, n_test: int = 1000, noise: bool = False) -> StimulusSet:
-    """Haehn et al.'s binary position-length stimuli of one type, label-disjoint splits."""
+                n_val: int = 1000, n_test: int = 1000, noise: bool = False,
+                values: str = "cleveland-mcgill", marked: str = "fixed") -> StimulusSet:
+    """Haehn et al.'s binary position-length stimuli of one type, label-disjoint splits.
+
+    ``values`` ("cleveland-mcgill", "cleveland-mcgill-20", "random") and ``marked`` ("fixed",
+    "adjacent"): GRAPE section IV-B's widened type-1 parameter space (see haehn.py)."""
     chart_type = check_type(chart_type)
     tag = f"haehn_type{chart_type}"
     splits = sample_haehn_splits(chart_type, {"train": n_train, "val": n_val, "test": n_test},
-                                 _rng(seed, chart_type, 0), noise=noise)
-    stimuli = (_stimuli(splits["train"], tag, "train", "train", False, "haehn")
-               + _stimuli(splits["val"], tag, "val", "train", False, "haehn")
-               + _stimuli(splits["test"], tag, "test", "test", False, "haehn"))
+                                 _rng(seed, chart_type, 0), noise=noise, values=values, marked=marked)
+    # only non-default options enter the meta, so default stimuli stay exactly as they were
+    opts = {k: v for k, v, d in (("values", values, "cleveland-mcgill"), ("marked", marked, "fixed"))
+            if v != d}
+    stimuli = (_stimuli(splits["train"], tag, "train", "train", False, "haehn", meta=opts)
+               + _stimuli(splits["val"], tag, "val", "train", False, "haehn", meta=opts)
+               + _stimuli(splits["test"], tag, "test", "test", False, "haehn", meta=opts))
     return StimulusSet(
         task_id=task_id("haehn", chart_type), version=VERSION, response_space="scalar",
         stimuli=stimuli, human_ref_id="cleveland-mcgill-1984", prompt=PROMPT,
