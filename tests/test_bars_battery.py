@@ -124,3 +124,24 @@ def test_bars_quick_recipe_beats_the_people_on_iid_type_1(tmp_path):
 
     again = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert again.returncode == 0 and "0 new trials, 0 model calls" in again.stdout
+
+
+def test_section_vi_recipe_trains_mask_and_augmentation_variants(tmp_path):
+    from harness.recipes import load_recipe
+    from harness.run import preflight
+    from harness.stimuli.bars.grape import MIX_NAMES
+    from harness.stimuli.bars.render import render_stimuli
+
+    path = Path(__file__).resolve().parents[1] / "recipes/bars-section-vi.yaml"
+    full = load_recipe(path)
+    assert len(full.tasks) == 2 + len(MIX_NAMES)
+    assert all(o["n_train"] == 60000 and o["n_ood"] == 1000 for o in full.task_options.values())
+    small = {f"task_options.{t}.{k}": v for t in full.tasks
+             for k, v in (("n_train", 8), ("n_val", 4), ("n_test", 4), ("n_ood", 1))}
+    recipe = load_recipe(path, {**small, "data.mirror": str(MIRROR)})
+    _, stimsets, _ = preflight(recipe)
+    assert render_stimuli(stimsets[f"{TASK}:mask"].test[:2]).shape[-1] == 4  # RGB + the mask
+    assert render_stimuli(stimsets[TASK].test[:2]).shape[-1] == 3
+    mixes = {t.split(":mix_")[1]: s for t, s in stimsets.items() if ":mix_" in t}
+    assert sorted(s.train[0].meta["augment"] for s in mixes.values()) == sorted(MIX_NAMES)
+    assert {recipe.task_options[t].get("generation", {}).get("gradcam") for t in stimsets} == {True, None}

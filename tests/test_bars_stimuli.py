@@ -560,3 +560,38 @@ def test_parameter_space_recipe_runs_the_four_steps_as_task_variants(sources, ca
     out = capsys.readouterr().out
     for t in ids:
         assert f"  {t}: readout regression, 20 test x 1 rep(s) = 20 trials, probe-train 40" in out
+
+
+# -- the renderer's version names its pixels -------------------------------------------------------
+
+# Stimulus hashes (and so trial cache keys) name a chart by its parameters and RENDER_VERSION
+# (render.ChartImage.content_hash), not by its pixels. Pixels of a fixed set of charts of every
+# generator and type, per renderer version: a change of any pixel must come with a new version.
+PIXELS = {"1": "56db099577bad43f603002708c3fa0bf8992daaeb2e5c6d872f22ec8766390d2"}
+
+
+def test_render_version_pins_the_pixels(sources, pools):
+    import hashlib
+
+    h = hashlib.sha256()
+    for t in grape.CHART_TYPES:
+        for split in ("train", "test"):
+            h.update(render.render(_charts(pools, t, n=6, seed=7, split=split), mask=t == 1).tobytes())
+        h.update(render.render(haehn.sample_haehn_splits(t, {"train": 6}, np.random.default_rng(7),
+                                                         noise=t == 2)["train"]).tobytes())
+    assert PIXELS.get(layout.RENDER_VERSION) == h.hexdigest(), (
+        "rendered pixels changed: bump RENDER_VERSION in harness/stimuli/bars/layout.py and pin the "
+        f"new digest {h.hexdigest()} here")
+
+
+def test_chart_stimuli_hash_by_parameters(sources):
+    a = build_grape(sources, 0, chart_type=1, n_train=4, n_val=2, n_test=4, n_ood=2, ood=["bar_width"])
+    b = build_grape(sources, 0, chart_type=1, n_train=4, n_val=2, n_test=4, n_ood=2, ood=["bar_width"])
+    assert [s.sha256 for s in a.stimuli] == [s.sha256 for s in b.stimuli]
+    assert len({s.sha256 for s in a.stimuli}) == len(a.stimuli)  # every chart named apart
+    twin = next(s for s in a.test if s.manipulated_value)
+    base = next(s for s in a.test if s.stimulus_id == twin.meta["base_id"])
+    assert twin.image_source.content_hash() != base.image_source.content_hash()
+    masked = build_grape(sources, 0, chart_type=1, n_train=4, n_val=2, n_test=4, n_ood=2, ood=["bar_width"],
+                         mask=True)
+    assert masked.test[0].sha256 != a.test[0].sha256  # the mask channel is seen by the model

@@ -3,6 +3,7 @@
 import pytest
 
 from harness.recipes import RecipeError, load_recipe
+from harness.stimuli.registry import expand
 from tests.conftest import REPO
 
 BASE = """\
@@ -173,3 +174,17 @@ def test_task_options_key_naming_no_task_is_an_error_with_its_line(tmp_path):
     bad = VARIANTS.replace('"{HAEHN}:step-b"'.format(HAEHN=HAEHN), "closure.nat.silhuette")
     with pytest.raises(RecipeError, match=r"b\.yaml:6: tasks\.2: unknown task 'closure\.nat\.silhuette'"):
         load_recipe(write(tmp_path, "b.yaml", bad))
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "recipes").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_recipe_loads_and_plans(path):
+    from harness.readouts.registry import get_readout
+    from harness.run import plan
+
+    recipe = load_recipe(path)
+    planned = plan(recipe)
+    assert [p.model.id for p in planned] == [m.id for m in recipe.models]
+    for p in planned:
+        assert [task.task_id for task, _ in p.tasks] == expand(recipe.tasks)
+        for _, readout in p.tasks:
+            get_readout(readout)  # raises for an unknown readout

@@ -160,7 +160,7 @@ def test_colnet_reads_whole_columns_and_learns_a_bar_height():
     model.fit(train, val)
     x = val.images(np.arange(len(val)))
     mse = float(np.mean((model.predict(x) - val.targets) ** 2))
-    assert mse < 0.1 * float(np.var(val.targets))  # a constant guess scores var; chance is far off
+    assert mse < 0.01 * float(np.var(val.targets))  # a constant guess scores var (measured: ~1e-4 var)
     # one full-height filter per column: the last feature map is a row along x
     assert model.gradcam(x[:3]).shape == (3, 1, 32)
     assert model.nets[0].features[2].kernel_size == (24, 1)

@@ -95,6 +95,8 @@ class Stimulus:
             h = hashlib.sha256()
             if self.file_sha256 is not None:
                 h.update(self.file_sha256.encode())
+            elif hasattr(self.image_source, "content_hash"):  # generated: named by its parameters
+                h.update(self.image_source.content_hash().encode())
             else:
                 h.update(png_bytes(self.image))
             for part in self.parts:

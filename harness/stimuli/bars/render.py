@@ -202,6 +202,12 @@ class ChartImage:
         # L, LA (Haehn with mask), RGB or RGBA (GRAPE with mask), from the array's shape
         return Image.fromarray(render(self.charts, [self.index], self.mask)[0])
 
+    def content_hash(self) -> str:
+        """sha256 naming this image's pixels without drawing them: the chart's parameters and the
+        renderer's version (tests/test_bars_stimuli.py pins the pixels of each version)."""
+        key = f"bars-render-{RENDER_VERSION}|{self.mask}|{self.charts.take([self.index]).content_hash()}"
+        return hashlib.sha256(key.encode()).hexdigest()
+
 
 def render_stimuli(stimuli: Sequence[Stimulus]) -> np.ndarray:
     """Uint8 array (n, H, W[, C]) of the stimuli's images, batch-rendered where they are charts."""
