@@ -140,3 +140,34 @@ def test_gradcam_scaled_is_what_the_iou_thresholds():
     mask = scaled >= 100
     assert M.gradcam_iou(heat, mask, threshold=100) == 1.0
     assert not M.gradcam_scaled(np.ones((3, 3)), (9, 9)).any()  # a constant map has no hot region
+
+
+def test_generalization_matrix_of_networks_and_test_conditions():
+    import math
+
+    from harness.reports.bars_figures import generalization_matrix, generalization_matrix_figure
+    from harness.reports.report import BatteryRunData, report_figures
+    from harness.scores.record import Score
+
+    def sc(name, value):
+        return Score(name=name, value=value, ci_low=None, ci_high=None, n=10, nulls=0, method="m", version="1")
+
+    standard = [sc("mlae", -1.0), sc("ood.bar_width.5.mlae", 3.0), sc("ood.bar_width.9.mlae", 4.0),
+                sc("ood.dot_position.2.mlae", 5.0), sc("ood.bar_width.5.delta_mlae", 9.9)]
+    mask = [sc("mlae", -0.5), sc("ood.bar_width.5.mlae", 1.0), sc("ood.bar_width.9.mlae", 2.0)]
+    rows, cells = generalization_matrix([("standard", standard), ("mask", mask)])
+    assert rows == ["IID", "bar_width", "dot_position"]
+    assert cells[:, 0].tolist() == [-1.0, 3.5, 5.0]  # a parameter's cell: the mean over its levels
+    assert cells[:2, 1].tolist() == [-0.5, 1.5] and math.isnan(cells[2, 1])  # not tested there
+    fig = generalization_matrix_figure([("standard", standard), ("mask", mask)])
+    assert [t.get_text() for t in fig.axes[0].texts] == ["-1.00", "-0.50", "3.50", "1.50", "5.00"]
+
+    def run(model, scores):
+        return BatteryRunData(run_id=model, model=model, family="cnn", recipe="r", params={}, tags={},
+                              metrics={}, scores=scores, unavailable={})
+
+    from harness.reports.report import Headlines
+    heads = Headlines({}, {}, {})
+    two = report_figures([run("a", {TASK: standard, f"{TASK}:mask": mask})], heads)
+    assert "generalization_matrix.png" in two
+    assert "generalization_matrix.png" not in report_figures([run("a", {TASK: standard})], heads)

@@ -5,6 +5,8 @@
   user-study MLAE at that level where GRAPE measured one.
 - ``<task>.mlae_vs_humans.png``: the model's IID MLAE in the three published forms beside the
   human references of the same chart type.
+- ``generalization_matrix.png`` (report, across runs and task variants): GRAPE Fig. 10, every
+  trained network's MLAE on the IID charts and on each OOD parameter (mean over its levels).
 - ``<task>.gradcam_overlays.png`` (only when records carry Grad-CAM maps, the regression readout's
   ``gradcam`` option): as GRAPE Fig. 8, a few test charts with their Grad-CAM map overlaid, the IID
   charts in one row and their OOD twins at one perturbation level below (bar width where it was
@@ -196,6 +198,37 @@ def gradcam_overlay_figure(task_id: str, rows: list[tuple[str, list]], model_id:
     fig.colorbar(heat, ax=axes, shrink=0.8, label="Grad-CAM, min-max scaled to 0-255")
     fig.suptitle(f"{task_id}: {model_id} Grad-CAM maps\n(white: marked bars; dashed: map >= {threshold}; "
                  f"IoU of the two, GRAPE Eq. 4)", fontsize=10)
+    return fig
+
+
+def generalization_matrix(networks: list[tuple[str, list[Score]]]) -> tuple[list[str], np.ndarray]:
+    """Rows (IID, then each OOD parameter) x networks of GRAPE-form MLAE: a parameter's cell is
+    the mean of its levels' MLAEs (NaN where a network was not tested on it)."""
+    curves = [level_curves(scores) for _, scores in networks]
+    parameters = sorted({p for c in curves for p in c})
+    cells = np.full((1 + len(parameters), len(networks)), np.nan)
+    for j, ((_, scores), c) in enumerate(zip(networks, curves)):
+        iid = next((s for s in scores if s.name == "mlae"), None)
+        cells[0, j] = iid.value if iid is not None else np.nan
+        for i, p in enumerate(parameters, start=1):
+            if p in c:
+                cells[i, j] = float(np.mean([s.value for _, s in c[p]]))
+    return ["IID", *parameters], cells
+
+
+def generalization_matrix_figure(networks: list[tuple[str, list[Score]]]):
+    """GRAPE Fig. 10: networks (columns) against test conditions (rows), MLAE in each cell."""
+    rows, cells = generalization_matrix(networks)
+    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(networks), 1.2 + 0.45 * len(rows)), constrained_layout=True)
+    im = ax.imshow(np.ma.masked_invalid(cells), cmap="viridis_r", aspect="auto")
+    for (i, j), v in np.ndenumerate(cells):
+        if np.isfinite(v):
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=8,
+                    color="white" if v > np.nanmean(cells) else "black")
+    ax.set_xticks(range(len(networks)), [label for label, _ in networks], fontsize=7, rotation=30, ha="right")
+    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    fig.colorbar(im, ax=ax, label="MLAE (GRAPE form; OOD: mean over levels)")
+    ax.set_title("Generalization: trained networks x test conditions", fontsize=10)
     return fig
 
 

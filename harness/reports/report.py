@@ -44,6 +44,7 @@ from ..scores.agreement import null_bracket
 from ..scores.record import Score
 from ..tracking.registry import is_headline_name, quiet_downloads
 from . import figures as F
+from .bars_figures import generalization_matrix_figure, level_curves
 from .chart6_figures import chart6_report_figures
 
 # The paper's family order (supervised, self-supervised, contrastive V-L, open VLM, closed), with
@@ -366,6 +367,10 @@ def report_figures(runs: list[BatteryRunData], heads: Headlines) -> dict[str, by
                 for r in runs}
     if any(by_model.values()):
         out.update({name: _png(fig) for name, fig in chart6_report_figures(by_model).items()})
+    networks = [(f"{r.model}\n{t}", sc) for r in runs for t, sc in r.scores.items()
+                if t.startswith("ratio.chart.") and level_curves(sc)]
+    if len(networks) >= 2:
+        out["generalization_matrix.png"] = _png(generalization_matrix_figure(networks))
     if len(heads.names) >= 2:
         tasks = list(heads.names)
         rho, n = rank_correlations(heads.values(), tasks)
