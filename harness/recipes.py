@@ -212,8 +212,8 @@ def _override_keys(data: dict, dotted: str) -> list[str]:
 
 
 def _check_task_options(recipe: "Recipe", lines: dict, path: str | Path, file_tasks: list[str]) -> None:
-    """Every task in ``tasks`` is known and every task_options key is one of them: a misspelt
-    key would otherwise drop its settings without a word."""
+    """Every task in ``tasks`` is known and every task_options (and per-model readouts) key is one
+    of them: a misspelt key would otherwise drop its settings without a word."""
     from .stimuli.registry import UnknownTask, expand
 
     for i, name in enumerate(recipe.tasks):
@@ -228,6 +228,12 @@ def _check_task_options(recipe: "Recipe", lines: dict, path: str | Path, file_ta
             where = lines.get(("task_options", key)) or lines.get(("task_options",), str(path))
             raise RecipeError(f"{where}: task_options.{key}: not a task of this recipe "
                               f"(tasks: {', '.join(tasks)})")
+    for i, model in enumerate(recipe.models):
+        for key in model.readouts:
+            if key not in tasks and key not in file_tasks:
+                where = lines.get(("models", i, "readouts", key)) or lines.get(("models", i), str(path))
+                raise RecipeError(f"{where}: models.{i}.readouts.{key}: not a task of this recipe "
+                                  f"(tasks: {', '.join(tasks)})")
 
 
 def load_recipe(path: str | Path, overrides: dict[str, Any] | None = None) -> Recipe:
