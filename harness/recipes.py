@@ -223,17 +223,13 @@ def _check_task_options(recipe: "Recipe", lines: dict, path: str | Path, file_ta
             raise RecipeError(f"{lines.get(('tasks', i), path)}: tasks.{i}: {e}") from None
     tasks = expand(recipe.tasks)
     # `--tasks=[...]` may run a subset of a recipe: the file's other tasks keep their options, unused
-    for key in recipe.task_options:
+    keyed = [(("task_options", key), key) for key in recipe.task_options]
+    keyed += [(("models", i, "readouts", key), key) for i, m in enumerate(recipe.models) for key in m.readouts]
+    for place, key in keyed:
         if key not in tasks and key not in file_tasks:
-            where = lines.get(("task_options", key)) or lines.get(("task_options",), str(path))
-            raise RecipeError(f"{where}: task_options.{key}: not a task of this recipe "
+            where = lines.get(place) or lines.get(place[:-1]) or str(path)
+            raise RecipeError(f"{where}: {'.'.join(map(str, place))}: not a task of this recipe "
                               f"(tasks: {', '.join(tasks)})")
-    for i, model in enumerate(recipe.models):
-        for key in model.readouts:
-            if key not in tasks and key not in file_tasks:
-                where = lines.get(("models", i, "readouts", key)) or lines.get(("models", i), str(path))
-                raise RecipeError(f"{where}: models.{i}.readouts.{key}: not a task of this recipe "
-                                  f"(tasks: {', '.join(tasks)})")
 
 
 def load_recipe(path: str | Path, overrides: dict[str, Any] | None = None) -> Recipe:

@@ -3,7 +3,7 @@
 ``prepare`` trains the regressor on the task's probe-train split (``meta['subset']`` 'train';
 'val' for early stopping, else a seeded 10% of train) or, when a checkpoint for the same model
 fingerprint and the same training data exists, loads it instead. The training data are named by
-a content key over their chart parameters and targets (render.content_key), so the key is known
+a content key over their stimulus hashes (render.content_key; charts by their parameters), so the key is known
 before anything is rendered or trained and enters the trial cache key (``settings``).
 ``respond`` returns the predicted ratio (a fraction) per stimulus; with ``gradcam`` it also
 records each stimulus's Grad-CAM map (the raw last-feature-map CAM, rounded) in the extras, which
