@@ -85,7 +85,7 @@ def test_battery_figures_of_one_test(battery, tmp_path):
     # the error-pattern scatter is the two per-item vectors behind error_r (up to 0.012 jitter)
     table = item_table(records, stimset)
     scatter = figs["literacy.chart.calvi.error_pattern.png"].axes[0].collections
-    human = stimset.human["prop_correct"]
+    human = stimset.human.prop_correct
     np.testing.assert_allclose(scatter[1].get_offsets(), np.c_[human, table.p_all], atol=0.0125)
     # by item kind: CALVI's misleading vs standard items, model and humans per level
     kind = figs["literacy.chart.calvi.by_item_kind.png"].axes[0]

@@ -150,26 +150,26 @@ def test_instruction_templates_reproduce_the_source_files(sources):
 ])
 def test_human_means_match_source_md(sources, key, sample, mean, n_items):
     stimset = TASKS[f"literacy.chart.{key}"].build(sources, human_sample=sample)
-    p = stimset.human["prop_correct"]
+    p = stimset.human.prop_correct
     assert np.sum(~np.isnan(p)) == n_items
     assert round(float(np.nanmean(p)), 3) == mean
-    assert ("participant_correct" in stimset.human) == (sample == "cogsci2025")
+    assert (stimset.human.participant_correct is not None) == (sample == "cogsci2025")
 
 
 def test_cogsci2025_participant_data(built):
     for key in ("ggr", "vlat", "calvi"):
         h = built[key].human
-        m = h["participant_correct"]
-        assert m.shape == (len(h["participants"]), len(built[key].test))
+        m = h.participant_correct
+        assert m.shape == (len(h.participants), len(built[key].test))
         assert set(np.unique(m[~np.isnan(m)])) <= {0.0, 1.0}
-        assert np.allclose(np.nanmean(m, axis=0), h["prop_correct"])
-        assert [s.human_target for s in built[key].test] == pytest.approx(list(h["prop_correct"]))
+        assert np.allclose(np.nanmean(m, axis=0), h.prop_correct)
+        assert [s.human_target for s in built[key].test] == pytest.approx(list(h.prop_correct))
     calvi = built["calvi"]
     kinds = np.array([s.meta["item_kind"] for s in calvi.test])
-    p = calvi.human["prop_correct"]
+    p = calvi.human.prop_correct
     assert round(p[kinds == "standard"].mean(), 3) == 0.661
     assert round(p[kinds == "misleading"].mean(), 3) == 0.334
-    assert 81 <= calvi.human["n_responses"].min() and calvi.human["n_responses"].max() <= 92
+    assert 81 <= calvi.human.n_responses.min() and calvi.human.n_responses.max() <= 92
 
 
 def test_holf_human_from_raw_trials(sources, built):
@@ -186,10 +186,10 @@ def test_holf_human_from_raw_trials(sources, built):
             hits.setdefault(key, []).append(abs(float(r["response"]) - a) <= 0.05 * abs(a))
             people.add(r["gameID"])
     holf = built["holf"]
-    assert len(people) == len(holf.human["participants"]) == 542  # SOURCE.md: N = 542
+    assert len(people) == len(holf.human.participants) == 542  # SOURCE.md: N = 542
     expected = [np.mean(hits[(s.meta["question"], s.meta["image_file"])]) for s in holf.test]
-    assert holf.human["prop_correct"] == pytest.approx(expected)
-    counts = holf.human["n_responses"]
+    assert holf.human.prop_correct == pytest.approx(expected)
+    counts = holf.human.n_responses
     assert counts.min() >= 10 and counts.max() <= 15  # SOURCE.md: 10-15 responses per item
 
 
@@ -228,13 +228,13 @@ def chartqa_root(sources, tmp_path):
 
 def test_chartqa_human_from_a_chartqa_checkout(sources, chartqa_root, tmp_path, monkeypatch):
     monkeypatch.setenv(chart6.CHARTQA_ENV, str(chartqa_root))
-    stimset = TASKS["literacy.chart.chartqa_human"].build(sources)
+    stimset = TASKS["literacy.chart.chartqa_human"].build(sources, items="all")
     assert stimset.unavailable is None and len(stimset.test) == 125
     formats = Counter(s.meta["response_format"] for s in stimset.test)
     assert formats["numeric"] + formats["text"] == 125 and formats["text"] > 0
     assert {s.meta["graph_type"] for s in stimset.test} == {"bar", "line", "pie"}
     assert all(s.meta["task_category"] is None for s in stimset.test)
-    assert stimset.human == {}  # no human responses without the OSF release
+    assert stimset.human.sample == "" and np.isnan(stimset.human.prop_correct).all()  # no OSF release
     # human responses from an OSF root, scored by the items' own rule
     item = next(s for s in stimset.test if s.meta["response_format"] == "numeric")
     osf = tmp_path / "osf" / "chartqa-human"
@@ -245,16 +245,37 @@ def test_chartqa_human_from_a_chartqa_checkout(sources, chartqa_root, tmp_path, 
         w.writerow(["p1", item.meta["question"], item.meta["image_file"], item.ground_truth * 1.04])
         w.writerow(["p2", item.meta["question"], item.meta["image_file"], item.ground_truth * 1.5 + 1])
     stimset = chart6.build_chartqa_human(sources, osf_root=tmp_path / "osf")
-    k = stimset.human["item_ids"].index(item.stimulus_id)
-    assert stimset.human["prop_correct"][k] == 0.5
-    assert stimset.human["participant_correct"].shape == (2, 125)
+    k = stimset.human.item_ids.index(item.stimulus_id)
+    assert stimset.human.prop_correct[k] == 0.5
+    assert stimset.human.participant_correct.shape == (2, 94)
+
+
+def test_chartqa_human_defaults_to_the_numeric_items(sources, chartqa_root, monkeypatch):
+    """The paper uses ChartQA-Human's numeric items; the file's q_type column is inverted, so
+    numeric-ness comes from the answers (recomputed here with pandas from the raw file)."""
+    import pandas as pd
+
+    raw = pd.read_csv(sources.path("chartqa-human", "experiments.csv"), index_col=0)
+    numeric = pd.to_numeric(raw["correct_answer"], errors="coerce").notna()
+    assert numeric.sum() == 94
+    # inverted: all 31 text answers are labelled "numeric", 85 of the 94 numbers "non-numeric",
+    # so selecting by q_type would keep 40 items, 31 of them not numbers
+    assert (raw.loc[~numeric, "q_type"] == "numeric").all()
+    assert (raw.loc[numeric, "q_type"] == "non-numeric").sum() == 85
+    monkeypatch.setenv(chart6.CHARTQA_ENV, str(chartqa_root))
+    stimset = TASKS["literacy.chart.chartqa_human"].build(sources)
+    assert len(stimset.test) == 94 and stimset.version == "2"
+    assert [s.stimulus_id for s in stimset.test] == [f"chartqa_{k:03d}" for k in raw.index[numeric]]
+    assert {s.meta["response_format"] for s in stimset.test} == {"numeric"}
+    with pytest.raises(ValueError, match="items"):
+        chart6.build_chartqa_human(sources, chartqa_root=chartqa_root, items="some")
 
 
 def test_chartqa_missing_image_names_the_file(sources, chartqa_root):
     victim = next(chartqa_root.rglob("*.png"))
     victim.unlink()
     with pytest.raises(DataError, match=victim.name):
-        chart6.build_chartqa_human(sources, chartqa_root=chartqa_root)
+        chart6.build_chartqa_human(sources, chartqa_root=chartqa_root, items="all")
 
 
 def test_holf_multi_from_an_osf_root(sources, tmp_path):

@@ -108,7 +108,7 @@ def test_human_like_model(vlat):
     records, counts = human_like(vlat)
     s = by_name(score_chart6(records, vlat, seed=0, n_boot=300, n_splits=200))
     correct, valid, total = counts.T
-    h = vlat.human["prop_correct"]
+    h = vlat.human.prop_correct
     assert s["valid_rate"].value == pytest.approx(valid.sum() / total.sum())
     assert s["valid_rate"].nulls == int(total.sum() - valid.sum())
     assert s["accuracy_valid"].value == pytest.approx(np.mean(correct / valid))
@@ -121,7 +121,7 @@ def test_human_like_model(vlat):
     assert s["error_r_all"].value == pytest.approx(np.corrcoef(correct / total, h)[0, 1])
     assert s["error_r_valid"].value > 0.9  # it copies the human pattern
     ceiling = s["noise_ceiling"]
-    assert 0.5 < ceiling.value < 1 and ceiling.n == len(vlat.human["participants"])
+    assert 0.5 < ceiling.value < 1 and ceiling.n == len(vlat.human.participants)
     assert s["error_r_all"].ceiling == ceiling.value
     assert s["accuracy_valid"].floor == pytest.approx(np.mean([1 / len(x.meta["options"]) for x in vlat.test]))
     # deterministic presentations (correct ones first): retest is an exact split-half property

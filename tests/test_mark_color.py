@@ -84,7 +84,7 @@ def test_kernel_target_matches_independent_recomputation(sources, stimset):
         assert s.meta["kernel_odd_color"] == expected[t]
         assert s.meta["colors"][s.human_target - 1] == expected[t]
         assert s.ground_truth == s.human_target
-    assert np.array_equal(stimset.human["target_kernel"], [s.human_target for s in stimset.stimuli])
+    assert np.array_equal(stimset.human.targets["kernel"], [s.human_target for s in stimset.stimuli])
     derived = pd.read_csv(sources.path(PK, "derived/color_td_odd_one_out_votes.csv"))
     by_triplet = {(r.i, r.j, r.k): r.kernel_td_minpair_odd for r in derived.itertuples()}
     assert all(by_triplet[t] == odd for t, odd in expected.items())
@@ -93,8 +93,8 @@ def test_kernel_target_matches_independent_recomputation(sources, stimset):
 def test_majority_reference_matches_raw_votes(sources, stimset):
     raw = independent_raw_votes(sources)
     tied = 0
-    for s, target, is_tied in zip(stimset.stimuli, stimset.human["target_majority"],
-                                  stimset.human["majority_tied"]):
+    for s, target, is_tied in zip(stimset.stimuli, stimset.human.targets["majority"],
+                                  stimset.human.majority_tied):
         t = tuple(sorted(s.meta["colors"]))
         v = raw[t]
         assert s.meta["votes"] == [v[c] for c in s.meta["colors"]]
@@ -118,9 +118,9 @@ def test_kernel_majority_agreement_matches_derived_table(sources, stimset):
     untied = derived[derived.majority_tied == 0]
     expected = int((untied.human_majority_odd == untied.kernel_td_minpair_odd).sum())
     h = stimset.human
-    mask = ~h["majority_tied"]
+    mask = ~h.majority_tied
     assert mask.sum() == len(untied)
-    assert int((h["target_kernel"][mask] == h["target_majority"][mask]).sum()) == expected
+    assert int((h.targets["kernel"][mask] == h.targets["majority"][mask]).sum()) == expected
 
 
 def test_deterministic_and_seed_changes_order_not_targets(sources, stimset):
@@ -141,7 +141,7 @@ def test_deterministic_and_seed_changes_order_not_targets(sources, stimset):
 def test_prompt_is_verbatim_from_the_paper(stimset):
     paper = PAPER.read_text()
     assert f"mark-color odd-one-out: {stimset.prompt.text}\n" in paper
-    assert stimset.prompt.prompt_id == "similarity.chart.mark_color.v1"
+    assert stimset.prompt.prompt_id == "similarity.chart.mark_color.v2"
 
 
 def test_registered_task_builds_and_scores():

@@ -34,15 +34,15 @@ def test_registered():
 
 def test_perfect_and_majority_responders(stimset):
     h = stimset.human
-    perfect = by_name(score_odd_one_out(records(stimset, h["target_kernel"]), stimset))
+    perfect = by_name(score_odd_one_out(records(stimset, h.targets["kernel"]), stimset))
     assert perfect["B"].value == 1.0 and perfect["B"].ci_low == perfect["B"].ci_high == 1.0
     assert perfect["B"].n == 120 and perfect["B"].nulls == 0
-    agree = np.mean(h["target_kernel"] == h["target_majority"])
+    agree = np.mean(h.targets["kernel"] == h.targets["majority"])
     assert perfect["B_majority"].value == pytest.approx(agree)
 
-    majority = by_name(score_odd_one_out(records(stimset, h["target_majority"]), stimset))
+    majority = by_name(score_odd_one_out(records(stimset, h.targets["majority"]), stimset))
     assert majority["B_majority"].value == 1.0
-    tied = h["majority_tied"]
+    tied = h.majority_tied
     # a tied majority of t options earns 1/t when ties are split; all 6 ties here are 2-way
     assert majority["B_majority"].extra["tied_items"] == int(tied.sum()) == 6
     assert majority["B_majority"].extra["B_ties_split"] == pytest.approx(1 - 0.5 * tied.mean())
@@ -52,23 +52,25 @@ def test_position_guessing_floor(stimset):
     h = stimset.human
     for k in (1, 2, 3):
         s = by_name(score_odd_one_out(records(stimset, [k] * 120), stimset))
-        f_k = np.mean(h["target_kernel"] == k)
+        f_k = np.mean(h.targets["kernel"] == k)
         assert s["B"].value == pytest.approx(f_k)
-        assert s["B_majority"].value == pytest.approx(np.mean(h["target_majority"] == k))
-        assert s["B"].floor == pytest.approx(max(np.mean(h["target_kernel"] == j) for j in (1, 2, 3)))
+        assert s["B_majority"].value == pytest.approx(np.mean(h.targets["majority"] == k))
+        assert s["B"].floor == pytest.approx(max(np.mean(h.targets["kernel"] == j) for j in (1, 2, 3)))
         assert s["B"].extra["position_shares"][k - 1] == pytest.approx(f_k)
 
 
-def test_ceilings_reproduce_source(stimset):
+def test_references_reproduce_source(stimset):
     s = by_name(score_odd_one_out(records(stimset, [1] * 120), stimset))
     # SOURCE.md (perceptual-kernels): mean share of the majority answer 0.641; a left-out subject
     # agrees with the majority of the other 19 on 0.598 (ties split)
-    assert s["human_majority_agreement"].value == pytest.approx(0.641, abs=0.001)
-    assert s["human_loo_agreement"].value == pytest.approx(0.598, abs=0.001)
-    assert s["B"].ceiling == s["human_majority_agreement"].value
-    assert s["B_majority"].extra["human_vs_reference"] == pytest.approx(s["B"].ceiling)
-    lo, hi = s["human_loo_agreement"].ci_low, s["human_loo_agreement"].ci_high
-    assert lo < s["human_loo_agreement"].value < hi
+    assert s["human_individual_agreement"].value == pytest.approx(0.641, abs=0.001)
+    assert s["human_individual_agreement_loo"].value == pytest.approx(0.598, abs=0.001)
+    assert s["individual_agreement"].ceiling == s["human_individual_agreement"].value
+    assert s["B"].ceiling == 0.863 and "not computed from sources" in s["B"].method
+    assert s["B_majority"].extra["human_vs_reference"] == pytest.approx(
+        s["human_individual_agreement"].value)
+    lo, hi = s["human_individual_agreement_loo"].ci_low, s["human_individual_agreement_loo"].ci_high
+    assert lo < s["human_individual_agreement_loo"].value < hi
 
 
 def test_loo_agreement_by_brute_force():
@@ -89,7 +91,7 @@ def test_loo_agreement_by_brute_force():
 
 def test_nulls_are_excluded_and_bracketed(stimset):
     h = stimset.human
-    s = by_name(score_odd_one_out(records(stimset, h["target_kernel"], null_every=4), stimset))["B"]
+    s = by_name(score_odd_one_out(records(stimset, h.targets["kernel"], null_every=4), stimset))["B"]
     assert s.nulls == 30 and s.n == 90 and s.value == 1.0
     assert s.extra["null_fraction"] == pytest.approx(0.25)
     assert s.extra["B_full_low"] == pytest.approx(0.75) and s.extra["B_full_high"] == pytest.approx(1.0)

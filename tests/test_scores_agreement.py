@@ -137,7 +137,7 @@ def test_human_ceiling_matches_independent_recomputation(sources):
     assert pair == pytest.approx(0.4925, abs=5e-4)  # SPEC 3.1
 
     stimset = build(sources)
-    oc = stimset.human["observer_correct"]
+    oc = stimset.human.correct
     assert oc.shape == (10, 80)
     harness_pair = human_pairwise_kappa_stat(oc)(ALL(80))[0]
     assert round(harness_pair, 3) == round(pair, 3)

@@ -94,4 +94,4 @@ def test_options_and_bad_k():
 
 def test_prompt_is_verbatim_from_the_paper(stimset):
     assert f"series counting: {stimset.prompt.text}\n" in PAPER.read_text()
-    assert stimset.prompt.prompt_id == "similarity.chart.series_count.v1"
+    assert stimset.prompt.prompt_id == "similarity.chart.series_count.v2"

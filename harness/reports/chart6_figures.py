@@ -369,7 +369,7 @@ def _agreement_label(model: str, levels: dict[str, dict[str, Pooled]]) -> str:
 def item_scatter_figure(records: list[dict], scores: list[Score], stimset, model_id: str):
     """The error-pattern vectors behind ``error_r``: per item, model vs human proportion correct."""
     table = item_table(records, stimset)
-    human = np.asarray(stimset.human.get("prop_correct", np.full(len(table.ids), np.nan)), float)
+    human = np.asarray(stimset.human.prop_correct, float)
     named = _by_name(scores)
     fig, ax = plt.subplots(figsize=(5.6, 5.2), constrained_layout=True)
     ax.plot([0, 1], [0, 1], color="0.7", lw=0.8, ls="--")
@@ -409,7 +409,7 @@ def chart6_battery_figures(task_id: str, records: list[dict], scores: list[Score
     figs: dict[str, Any] = {}
     if _ok(_by_name(scores).get("valid_rate")):
         figs[f"{task_id}.accuracy.png"] = accuracy_figure({model_id: {task_id: scores}})
-    human = np.asarray(stimset.human.get("prop_correct", []) if stimset is not None else [], float)
+    human = np.asarray(stimset.human.prop_correct if stimset is not None else [], float)
     if records and np.isfinite(human).any():
         figs[f"{task_id}.error_pattern.png"] = item_scatter_figure(records, scores, stimset, model_id)
     for key, title in BREAKDOWN_TITLES.items():

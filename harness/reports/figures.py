@@ -21,6 +21,7 @@ import numpy as np  # noqa: E402
 from ..scores.agreement import _kappa  # noqa: E402
 from ..scores.capacity import FAIL_BELOW  # noqa: E402
 from ..scores.record import Score  # noqa: E402
+from ..stimuli.base import ObserverPanel  # noqa: E402
 
 A_K = re.compile(r"^a_k(\d+)$")
 
@@ -88,7 +89,7 @@ def accuracy_kappa_figure(points: list[dict[str, Any]], stimset=None, title: str
     if human_acc is not None:
         ax.axvline(human_acc, color="0.5", ls=":", lw=1, label=f"human accuracy {human_acc:.3f}")
     if stimset is not None:
-        oc = np.asarray(stimset.human["observer_correct"], float)
+        oc = np.asarray(stimset.human.correct, float)
         loo = (oc.sum(axis=0, keepdims=True) - oc) / (oc.shape[0] - 1)
         ax.scatter(oc.mean(axis=1), _kappa(oc, loo), marker="^", color="0.4",
                    label="observers (vs LOO panel)")
@@ -135,8 +136,8 @@ def capacity_figure(curves: list[dict[str, Any]], band: tuple[int, int] | None =
     """a(k) with bootstrap bands (within-k resampling) against the human 6-12 capacity band.
 
     ``curves``: [{"label", "scores": [Score...], optional "color"}]; the band is read from the
-    ``capacity`` score's ``extra['band']`` unless given. Each model's capacity (the largest k
-    before a(k) falls below 0.5) is marked on its curve.
+    ``capacity`` score's ``extra['band']`` unless given. Each model's capacity (where its fitted
+    logistic curve, drawn dashed, crosses 0.5) is marked at 0.5 with its 95% interval.
     """
     fig, ax = plt.subplots(figsize=(8, 4.8), constrained_layout=True)
     if band is None:
@@ -153,18 +154,26 @@ def capacity_figure(curves: list[dict[str, Any]], band: tuple[int, int] | None =
             continue
         k_max = max(k_max, int(k.max()))
         cap = score_named(c["scores"], "capacity")
-        label = c["label"] if cap is None else f"{c['label']} (capacity {cap.value:g})"
+        label = c["label"] if cap is None else (
+            f"{c['label']} (capacity {cap.value:.1f} [{cap.ci_low:.1f}, {cap.ci_high:.1f}]"
+            + (f", censored {cap.extra['censored']}" if cap.extra.get("censored") else "") + ")")
         line, = ax.plot(k, a, "o-", ms=3, color=c.get("color"), label=label)
         ax.fill_between(k, lo, hi, color=line.get_color(), alpha=alpha, lw=0)
-        if cap is not None and cap.value in k:
-            y = a[list(k).index(int(cap.value))]
-            ax.plot([cap.value], [y], marker="v", ms=9, color=line.get_color(), mec="k")
+        if cap is not None and "logistic_b1" in cap.extra:
+            grid = np.linspace(k.min(), k.max(), 200)
+            eta = cap.extra["logistic_b0"] + cap.extra["logistic_b1"] * (
+                grid - cap.extra["logistic_centre"])
+            ax.plot(grid, 1 / (1 + np.exp(-eta)), "--", lw=1, color=line.get_color())
+            ax.errorbar([cap.value], [FAIL_BELOW], xerr=[[cap.value - cap.ci_low],
+                                                         [cap.ci_high - cap.value]],
+                        marker="v", ms=9, color=line.get_color(), mec="k", capsize=4)
     ax.set_xlim(0.5, k_max + 0.5)
     ax.set_ylim(-0.03, 1.03)
     ax.set_xticks(range(1, k_max + 1))
     ax.set_xlabel("number of colour series k")
     ax.set_ylabel("accuracy a(k) (95% bootstrap band)")
-    ax.set_title(title + f"\n(triangle: capacity = largest k before a(k) < {FAIL_BELOW})", fontsize=10)
+    ax.set_title(title + f"\n(triangle: capacity = where the fitted logistic (dashed) crosses "
+                 f"{FAIL_BELOW}, 95% CI)", fontsize=10)
     ax.legend(fontsize=7, loc="upper right")
     return fig
 
@@ -172,32 +181,33 @@ def capacity_figure(curves: list[dict[str, Any]], band: tuple[int, int] | None =
 def odd_one_out_figure(scores: list[Score], model_id: str, task_id: str):
     """B against each human reference, with its position-guessing floor and the human ceilings.
 
-    One row per reference (``B`` = the primary one, ``B_<name>`` the others): the model's B with
-    its 95% CI, the null bracket (1-v)B .. (1-v)B+v where there are nulls, the floor max_k f_k
-    for that reference's targets, and how often individual people match it. The shaded band is
-    the majority-agreement ceiling with its CI; the dotted line the leave-one-out agreement.
+    One row per reference (``B`` = the primary one, ``B_<name>`` the others) and one for
+    ``individual_agreement``: the model's score with its 95% CI, the null bracket where there are
+    nulls, the floor (best position-only strategy) and each row's ceiling (B: the cited 0.863
+    test-retest consistency; individual agreement: the human individual agreement, its exact
+    maximum). The shaded band is the split-half majority consistency with its CI.
     """
-    bs = [s for s in scores if s.name == "B" or s.name.startswith("B_")]
+    bs = [s for s in scores if s.name == "B" or s.name.startswith("B_")
+          or s.name == "individual_agreement"]
     fig, ax = plt.subplots(figsize=(7.5, 1.4 + 0.8 * max(len(bs), 1)), constrained_layout=True)
-    ceiling = score_named(scores, "human_majority_agreement")
-    if ceiling is not None and ceiling.ci_low is not None:
-        ax.axvspan(ceiling.ci_low, ceiling.ci_high, color="0.85",
-                   label=f"majority-agreement ceiling {ceiling.value:.3f} (95% CI)")
-        ax.axvline(ceiling.value, color="0.5", lw=1)
-    loo = score_named(scores, "human_loo_agreement")
-    if loo is not None:
-        ax.axvline(loo.value, color="0.3", ls=":", lw=1,
-                   label=f"human leave-one-out agreement {loo.value:.3f}")
+    split = score_named(scores, "human_majority_split_half")
+    if split is not None and split.ci_low is not None:
+        ax.axvspan(split.ci_low, split.ci_high, color="0.85",
+                   label=f"human split-half majority consistency {split.value:.3f} (95% CI)")
     labels = []
     for y, s in enumerate(bs):
-        ref = s.extra.get("reference", s.name.removeprefix("B_"))
+        ref = s.extra.get("reference", "individual votes" if s.name == "individual_agreement"
+                          else s.name.removeprefix("B_"))
         labels.append(f"{s.name} vs {ref}\n(n={s.n}, nulls={s.nulls})")
+        if s.ceiling is not None:
+            ax.plot([s.ceiling, s.ceiling], [y - 0.3, y + 0.3], color="0.2", lw=2,
+                    label="ceiling (B: cited 0.863; individual: human)" if y == 0 else None)
         if s.nulls and "B_full_low" in s.extra:
             ax.plot([s.extra["B_full_low"], s.extra["B_full_high"]], [y, y], color="0.6", lw=6,
                     solid_capstyle="butt", label="null bracket (1-v)B..(1-v)B+v" if y == 0 else None)
         if s.floor is not None:
             ax.plot([s.floor, s.floor], [y - 0.3, y + 0.3], color="tab:red", lw=2,
-                    label="position-guessing floor" if y == 0 else None)
+                    label="floor: best position-only strategy" if y == 0 else None)
         if "human_vs_reference" in s.extra:
             ax.plot([s.extra["human_vs_reference"]], [y], marker="^", color="0.35", ls="",
                     label="individual people vs reference" if y == 0 else None)
@@ -209,7 +219,7 @@ def odd_one_out_figure(scores: list[Score], model_id: str, task_id: str):
     ax.set_ylim(-0.6, len(bs) - 0.4)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
-    ax.set_xlabel("behavioural agreement B")
+    ax.set_xlabel("agreement with the human reference")
     ax.set_title(f"{task_id}: {model_id} against the human references", fontsize=10)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return fig
@@ -222,7 +232,7 @@ def score_figures(task_id: str, scores: list[Score], model_id: str, stimset=None
     if score_named(scores, "capacity") is not None:
         figs[f"{task_id}.a_k.png"] = capacity_figure(
             [{"label": model_id, "scores": scores}], title=f"{task_id}: {model_id} a(k)")
-    if score_named(scores, "B") is not None and score_named(scores, "human_majority_agreement") is not None:
+    if score_named(scores, "B") is not None and score_named(scores, "human_majority_split_half") is not None:
         figs[f"{task_id}.agreement.png"] = odd_one_out_figure(scores, model_id, task_id)
     if score_named(scores, "kappa") is not None and score_named(scores, "accuracy") is not None:
         figs[f"{task_id}.accuracy_vs_kappa.png"] = accuracy_kappa_figure(
@@ -242,7 +252,7 @@ def battery_figures(task_id: str, records: list[dict], scores: list[Score], stim
         from .bars_figures import bars_battery_figures
 
         return bars_battery_figures(task_id, records, scores, stimset, model_id)
-    observers = stimset.human.get("observer_correct") is not None
+    observers = isinstance(stimset.human, ObserverPanel)
     figs = score_figures(task_id, scores, model_id, stimset if observers else None)
     if observers and score_named(scores, "kappa"):
         figs[f"{task_id}.confusion.png"] = confusion_figure(records, stimset, model_id)
@@ -258,6 +268,11 @@ def agreement_matrix_figure(models: list[tuple[str, str]], tasks: list[tuple[str
     score name)]; ``cells``: (model, task) -> Score. Each cell prints the value and its 95% CI;
     its colour is the value's position between the task's floor (0) and ceiling (1; 1.0 where a
     task has no ceiling), so tasks with different floors read on one scale.
+
+    The colour is (value - floor) / (ceiling - floor) only where the ceiling bounds the score
+    (``extra['ceiling_is_bound']``); otherwise, as for B, whose cited ceiling a model can pass, it
+    is (value - floor) / (1 - floor) against the score's maximum 1. So no cell exceeds 1 by
+    construction and nothing is clipped (the colour scale extends below -1 if a cell does).
     """
     unavailable = unavailable or {}
     fig, ax = plt.subplots(figsize=(2.3 * len(tasks) + 3.2, 0.42 * len(models) + 2.2),
@@ -271,11 +286,12 @@ def agreement_matrix_figure(models: list[tuple[str, str]], tasks: list[tuple[str
                         ha="center", va="center", fontsize=7, color="0.4")
                 continue
             floor = s.floor if s.floor is not None else 0.0
-            ceiling = s.ceiling if s.ceiling is not None else 1.0
-            frac[i, j] = (s.value - floor) / (ceiling - floor) if ceiling > floor else np.nan
+            top = s.ceiling if s.ceiling is not None and s.extra.get("ceiling_is_bound") else 1.0
+            frac[i, j] = (s.value - floor) / (top - floor) if top > floor else np.nan
             ci = "" if s.ci_low is None else f"\n[{s.ci_low:.2f}, {s.ci_high:.2f}]"
             ax.text(j, i, f"{s.value:.3f}{ci}", ha="center", va="center", fontsize=7)
-    im = ax.imshow(np.clip(frac, -0.25, 1.25), cmap="RdYlGn", vmin=-0.25, vmax=1.25, aspect="auto")
+    low = min(-1.0, float(np.nanmin(frac))) if np.isfinite(frac).any() else -1.0
+    im = ax.imshow(frac, cmap="RdYlGn", vmin=low, vmax=1.0, aspect="auto")
     head = []
     for task, name in tasks:
         s = next((cells[(m, task)] for m, _ in models if (m, task) in cells), None)
@@ -296,7 +312,9 @@ def agreement_matrix_figure(models: list[tuple[str, str]], tasks: list[tuple[str
     right.set_yticks([np.mean([i for i, f in enumerate(families) if f == fam]) for fam in groups],
                      groups, fontsize=8, fontweight="bold")
     right.tick_params(length=0)
-    fig.colorbar(im, ax=ax, shrink=0.6, label="(value - floor) / (ceiling - floor)")
+    fig.colorbar(im, ax=ax, shrink=0.6,
+                 label="(value - floor) / (bound - floor); bound = ceiling where it bounds the "
+                       "score, else 1")
     ax.set_title("Headline score per task and model (95% bootstrap CI); models grouped by family",
                  fontsize=10)
     return fig

@@ -19,10 +19,13 @@ call; kappa intervals recompute both c terms in every draw.
 from __future__ import annotations
 
 from itertools import combinations
+from typing import Any
 
 import numpy as np
 
-from .bootstrap import N_BOOT_DEFAULT, N_BOOT_KAPPA, Statistic, bootstrap, paired_difference
+from ..stimuli.base import ObserverPanel, StimulusSet
+from .bootstrap import (N_BOOT_DEFAULT, N_BOOT_KAPPA, Statistic, bootstrap, paired_difference,
+                        percentile_ci, recentred_ci, resample_indices)
 from .record import Score
 
 _EPS = 1e-12
@@ -78,27 +81,66 @@ def human_loo_kappa_stat(observer_correct: np.ndarray) -> Statistic:
     return lambda idx: _kappa(h[:, idx], loo[:, idx]).mean(axis=0)
 
 
-def human_loo_modal_agreement(observer_responses: list[list[str]], missing: str = "na") -> float:
+def loo_modal_agreement_draws(labels: np.ndarray, n_labels: int, items: np.ndarray,
+                              observers: np.ndarray) -> np.ndarray:
     """Share of (observer, item) answers equal to the modal answer of the *other* observers.
 
-    The B ceiling for a forced-choice task: how often one person reproduces the others' mode.
-    ``observer_responses[i][j]`` is observer j's answer on item i; missing answers neither vote
-    nor count. A tie among the others' modes counts a match as 1/len(modes), the expected value
-    of a random tie-break, so the ceiling does not depend on an arbitrary rule.
+    The human B reference for a forced-choice task: how often one person reproduces the others'
+    mode. ``labels`` is items x observers (label index, -1 = no answer: neither votes nor counts);
+    ``items`` (draws, n) and ``observers`` (draws, J) index one bootstrap draw per row. An
+    observer drawn twice is never compared with its own copy. A tie among the others' modes
+    counts a match as 1/len(modes), the expected value of a random tie-break.
     """
-    hits, total = 0.0, 0
-    for answers in observer_responses:
-        for j, own in enumerate(answers):
-            if own == missing:
-                continue
-            others = [a for k, a in enumerate(answers) if k != j and a != missing]
-            if not others:
-                continue
-            labels, counts = np.unique(others, return_counts=True)
-            modes = labels[counts == counts.max()]
-            hits += (own in modes) / len(modes)
-            total += 1
-    return hits / total if total else float("nan")
+    r = np.asarray(labels)[items[:, :, None], observers[:, None, :]]  # (draws, n, J)
+    onehot = (r[..., None] == np.arange(n_labels)) & (r[..., None] >= 0)
+    counts = onehot.sum(axis=2)  # (draws, n, labels)
+    hits = np.zeros(items.shape[0])
+    total = np.zeros(items.shape[0])
+    for j in range(observers.shape[1]):
+        copies = (observers == observers[:, j:j + 1]).sum(axis=1)[:, None, None]
+        others = counts - copies * onehot[:, :, j]
+        top = others.max(axis=-1, keepdims=True)
+        modes = (others == top) & (top > 0)
+        own = onehot[:, :, j]
+        counted = own.any(axis=-1) & (top[..., 0] > 0)
+        hits += ((modes & own).sum(axis=-1) / np.maximum(modes.sum(axis=-1), 1) * counted).sum(axis=1)
+        total += counted.sum(axis=1)
+    return hits / np.maximum(total, 1)
+
+
+def human_loo_modal_agreement(observer_responses: list[list[str]], missing: str = "na") -> float:
+    """:func:`loo_modal_agreement_draws` for one panel, ``observer_responses[i][j]`` the answer of
+    observer j on item i (``missing`` where none)."""
+    r = np.asarray(observer_responses, dtype=object)
+    vocab = sorted({a for a in r.ravel() if a != missing})
+    code = {a: k for k, a in enumerate(vocab)}
+    labels = np.vectorize(lambda a: code.get(a, -1), otypes=[int])(r)
+    n, j = labels.shape
+    return float(loo_modal_agreement_draws(labels, len(vocab), np.arange(n)[None],
+                                           np.arange(j)[None])[0])
+
+
+def observer_indices(n_observers: int, n_boot: int, seed: int) -> np.ndarray:
+    """(n_boot, J) observers drawn with replacement: the second level of a two-level bootstrap."""
+    return np.random.default_rng([seed, 20]).integers(0, n_observers, size=(n_boot, n_observers))
+
+
+def two_level_pairwise_kappa(h: np.ndarray, items: np.ndarray, observers: np.ndarray) -> np.ndarray:
+    """Mean kappa over pairs of resampled observers that are not copies of one observer."""
+    hs = np.asarray(h, float)[observers[:, :, None], items[:, None, :]]  # (draws, J, n)
+    a, b = (np.array(x) for x in zip(*combinations(range(observers.shape[1]), 2)))
+    k = _kappa(hs[:, a], hs[:, b])
+    valid = observers[:, a] != observers[:, b]
+    return (k * valid).sum(axis=1) / np.maximum(valid.sum(axis=1), 1)
+
+
+def two_level_loo_kappa(h: np.ndarray, items: np.ndarray, observers: np.ndarray) -> np.ndarray:
+    """Each resampled observer vs the mean of the others that are not its copies, averaged."""
+    hs = np.asarray(h, float)[observers[:, :, None], items[:, None, :]]
+    copies = (observers[:, :, None] == observers[:, None, :]).sum(axis=2)[..., None]  # (draws, J, 1)
+    total = hs.sum(axis=1, keepdims=True)
+    others = (total - copies * hs) / np.maximum(observers.shape[1] - copies, 1)
+    return _kappa(hs, others).mean(axis=1)
 
 
 # -- null accounting ----------------------------------------------------------------------------
@@ -115,14 +157,33 @@ def parseable(records: list[dict]) -> tuple[list[dict], int]:
 
 # -- the silhouette scorer ----------------------------------------------------------------------
 
-def score_classification_vs_observers(records: list[dict], stimset, *, seed: int = 0,
+# The paper's observer ranges on its (unidentified) split, to compare with this split's.
+PAPER_RANGES = {"kappa_pairwise": (0.150, 0.812), "kappa_loo": (0.313, 0.616),
+                "accuracy": (0.59, 0.84)}
+ONE_LEVEL = "percentile bootstrap over stimuli"
+TWO_LEVEL = "two-level bootstrap: stimuli x observers, percentile re-centred on the estimate"
+
+
+def _pairwise_kappas(h: np.ndarray) -> np.ndarray:
+    a, b = (np.array(x) for x in zip(*combinations(range(h.shape[0]), 2)))
+    return _kappa(h[a], h[b])
+
+
+def score_classification_vs_observers(records: list[dict], stimset: StimulusSet, *, seed: int = 0,
                                       n_boot: int = N_BOOT_DEFAULT,
                                       n_boot_kappa: int = N_BOOT_KAPPA) -> list[Score]:
-    """Accuracy, B vs the modal response, kappa (both forms) and the human ceilings.
+    """Accuracy, B vs the modal response, kappa (both forms) and the human references.
 
     Records must cover the test split once each; nulls are excluded from every statistic and
-    counted. Human arrays are restricted to the same parseable items as the model.
+    counted. Human arrays are restricted to the same parseable items as the model. Floors are
+    what a constant answer scores on these targets: accuracy max share of a true class (1/16),
+    B max share of a modal answer (0.125: "knife" is modal on 10 of 80), kappa 0. Every human
+    reference and kappa carry a two-level (stimuli x observers) interval beside the one-level
+    one: ``extra['ci_low_two_level']``/``['ci_high_two_level']``.
     """
+    panel = stimset.human
+    if not isinstance(panel, ObserverPanel):
+        raise TypeError(f"{stimset.task_id}: needs an ObserverPanel, got {type(panel).__name__}")
     test = stimset.test
     index = {s.stimulus_id: i for i, s in enumerate(test)}
     missing = set(index) - {r["stimulus_id"] for r in records}
@@ -134,48 +195,93 @@ def score_classification_vs_observers(records: list[dict], stimset, *, seed: int
     response = [r["response"] for r in ok]
     m = np.array([r["response"] == test[i].ground_truth for r, i in zip(ok, items)], float)
     match = np.array([r == test[i].human_target for r, i in zip(response, items)], float)
-    observer_correct = np.asarray(stimset.human["observer_correct"], float)
-    p = observer_correct.mean(axis=0)
+    observer_correct = np.asarray(panel.correct, float)
+    p = panel.p
     n = len(ok)
     v = nulls / len(records) if records else 0.0
-    chance = 1 / stimset.human["n_classes"]
     version = stimset.version
+    truth = [s.ground_truth for s in test]
+    modal = [s.human_target for s in test]
+    best_constant = lambda targets: max(targets.count(t) for t in set(targets)) / len(targets)  # noqa: E731
 
-    human_all = observer_correct  # the ceilings describe the panel on the full test split
-    n_all = human_all.shape[1]
+    # human references describe the panel on the full test split
+    human_all = observer_correct
+    j_obs, n_all = human_all.shape
+    items_k = resample_indices(n_all, n_boot_kappa, seed)
+    obs_k = observer_indices(j_obs, n_boot_kappa, seed)
     ceil_pair = bootstrap(human_pairwise_kappa_stat(human_all), n_all, n_boot_kappa, seed)
     ceil_loo = bootstrap(human_loo_kappa_stat(human_all), n_all, n_boot_kappa, seed)
-    b_ceiling = human_loo_modal_agreement([s.meta["observer_responses"] for s in test])
+    pair_two = recentred_ci(ceil_pair[0], two_level_pairwise_kappa(human_all, items_k, obs_k))
+    loo_two = recentred_ci(ceil_loo[0], two_level_loo_kappa(human_all, items_k, obs_k))
+    vocab = {c: k for k, c in enumerate(stimset.options)}
+    labels = np.vectorize(lambda a: vocab.get(a, -1), otypes=[int])(panel.responses)
+    identity = np.arange(j_obs)[None]
+    items_b = resample_indices(n_all, n_boot, seed)
+    b_ceiling = float(loo_modal_agreement_draws(labels, len(vocab), np.arange(n_all)[None],
+                                                identity)[0])
+    b_ceil_one = percentile_ci(loo_modal_agreement_draws(labels, len(vocab), items_b,
+                                                         np.repeat(identity, n_boot, axis=0)))
+    b_ceil_two = recentred_ci(b_ceiling, loo_modal_agreement_draws(labels, len(vocab), items_b,
+                                                         observer_indices(j_obs, n_boot, seed)))
+    pairwise = _pairwise_kappas(human_all)
+    loo_each = _kappa(human_all, (human_all.sum(axis=0) - human_all) / (j_obs - 1))
+    accuracy_each = human_all.mean(axis=1)
 
     acc = bootstrap(mean_stat(m), n, n_boot, seed)
     b = bootstrap(mean_stat(match), n, n_boot, seed)
     kap = bootstrap(kappa_stat(m, p[items]), n, n_boot_kappa, seed)
     kap_pw = bootstrap(kappa_pairwise_stat(m, observer_correct[:, items]), n, n_boot_kappa, seed)
+    # kappa two-level: the model's items resampled, the panel's observers too
+    model_idx = resample_indices(n, n_boot_kappa, seed)
+    panel_draw = human_all[obs_k[:, :, None], items[model_idx][:, None, :]]  # (draws, J, n)
+    kap_two = recentred_ci(kap[0], _kappa(m[model_idx], panel_draw.mean(axis=1)))
+    kap_pw_two = recentred_ci(kap_pw[0], _kappa(m[model_idx][:, None, :], panel_draw).mean(axis=1))
     lo, hi = null_bracket(b[0], v)
 
-    def rec(name, est, method, **kw):
+    def two(ci: tuple[float, float]) -> dict[str, Any]:
+        return {"ci_low_two_level": ci[0], "ci_high_two_level": ci[1], "ci_method": ONE_LEVEL,
+                "ci_two_level_method": TWO_LEVEL}
+
+    def rec(name: str, est: tuple[float, float, float], method: str, **kw: Any) -> Score:
         return Score(name=name, value=est[0], ci_low=est[1], ci_high=est[2], n=n, nulls=nulls,
                      method=method, version=version, **kw)
 
+    def human(name: str, est: tuple[float, float, float], method: str,
+              extra: dict[str, Any]) -> Score:
+        return Score(name=name, value=est[0], ci_low=est[1], ci_high=est[2], n=n_all, nulls=0,
+                     version=version, method=f"{method}; {panel.split}", extra=extra)
+
+    def spread(values: np.ndarray, paper: str) -> dict[str, Any]:
+        lo_, hi_ = PAPER_RANGES[paper]
+        return {"range_min": float(values.min()), "range_max": float(values.max()),
+                "paper_range": [lo_, hi_]}
+
+    kboot = f"{ONE_LEVEL}, {n_boot_kappa} draws; {TWO_LEVEL} in extra"
     return [
-        rec("accuracy", acc, f"mean 1[r=g]; percentile bootstrap over stimuli, {n_boot} draws",
-            floor=chance, extra={"human_accuracy": float(p.mean())}),
-        rec("B", b, f"mean 1[r=modal human response]; percentile bootstrap, {n_boot} draws",
-            floor=chance, ceiling=b_ceiling, extra={"B_full_low": lo, "B_full_high": hi,
-                                                    "null_fraction": v}),
-        rec("kappa", kap, f"aggregate error consistency vs panel p_i; bootstrap {n_boot_kappa} draws",
+        rec("accuracy", acc, f"mean 1[r=g]; {ONE_LEVEL}, {n_boot} draws; floor: best constant "
+            "answer", floor=best_constant(truth), extra={"human_accuracy": float(p.mean())}),
+        rec("B", b, f"mean 1[r=modal human response]; {ONE_LEVEL}, {n_boot} draws; floor: best "
+            "constant answer vs the modal answers; ceiling: human_loo_modal_agreement",
+            floor=best_constant(modal), ceiling=b_ceiling,
+            extra={"B_full_low": lo, "B_full_high": hi, "null_fraction": v}),
+        rec("kappa", kap, f"aggregate error consistency vs panel p_i; {kboot}",
             floor=0.0, ceiling=ceil_pair[0],
-            extra={"ceiling_ci": [ceil_pair[1], ceil_pair[2]], "ceiling_loo": ceil_loo[0]}),
-        rec("kappa_pairwise", kap_pw,
-            f"mean over observers of kappa(m, h_j); bootstrap {n_boot_kappa} draws",
-            floor=0.0, ceiling=ceil_pair[0]),
-        Score(name="human_kappa_pairwise", value=ceil_pair[0], ci_low=ceil_pair[1],
-              ci_high=ceil_pair[2], n=n_all, nulls=0, version=version,
-              method=f"mean kappa over {human_all.shape[0] * (human_all.shape[0] - 1) // 2} "
-                     f"observer pairs, na counted incorrect; bootstrap {n_boot_kappa} draws"),
-        Score(name="human_kappa_loo", value=ceil_loo[0], ci_low=ceil_loo[1], ci_high=ceil_loo[2],
-              n=n_all, nulls=0, version=version,
-              method=f"each observer vs leave-one-out panel mean; bootstrap {n_boot_kappa} draws"),
+            extra={"ceiling_ci": [ceil_pair[1], ceil_pair[2]], "ceiling_loo": ceil_loo[0],
+                   **two(kap_two)}),
+        rec("kappa_pairwise", kap_pw, f"mean over observers of kappa(m, h_j); {kboot}",
+            floor=0.0, ceiling=ceil_pair[0], extra=two(kap_pw_two)),
+        human("human_kappa_pairwise", ceil_pair,
+              f"mean kappa over {len(pairwise)} observer pairs, na counted incorrect; {kboot}; "
+              "range = min-max over pairs", {**two(pair_two), **spread(pairwise, "kappa_pairwise")}),
+        human("human_kappa_loo", ceil_loo,
+              f"each observer vs leave-one-out panel mean; {kboot}; range = min-max over observers",
+              {**two(loo_two), **spread(loo_each, "kappa_loo")}),
+        human("human_loo_modal_agreement", (b_ceiling, *b_ceil_one),
+              f"share of answers equal to the other observers' modal answer (ties split); "
+              f"{ONE_LEVEL}, {n_boot} draws; {TWO_LEVEL} in extra", two(b_ceil_two)),
+        human("human_accuracy", bootstrap(mean_stat(p), n_all, n_boot, seed),
+              f"mean observer accuracy; {ONE_LEVEL}, {n_boot} draws; range = min-max over "
+              "observers", spread(accuracy_each, "accuracy")),
     ]
 
 

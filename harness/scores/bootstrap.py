@@ -1,7 +1,9 @@
 """Vectorised percentile bootstraps over stimuli.
 
-Stimuli are the only sampled quantity (responses are deterministic, human references fixed), so
-every interval resamples stimuli with replacement and recomputes the full statistic per draw.
+Model responses are deterministic, so a model score's interval resamples stimuli with replacement
+and recomputes the full statistic per draw. Human-derived quantities (ceilings, and model scores
+measured against the panel) also carry a two-level interval that redraws the observers too
+(:func:`recentred_ci`).
 A statistic is written once for a 2-D index matrix: ``stat(idx)`` gets ``idx`` of shape
 (draws, n) and returns (draws,), so the point estimate is ``stat(arange(n)[None])[0]``.
 """
@@ -50,3 +52,17 @@ def paired_difference(stat_a: Statistic, stat_b: Statistic, n: int, n_boot: int 
     overlap of two marginal intervals.
     """
     return bootstrap(lambda idx: stat_a(idx) - stat_b(idx), n, n_boot, seed, level)
+
+
+def recentred_ci(value: float, draws: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of ``draws`` shifted so their mean is ``value``.
+
+    Used for the two-level (stimuli x observers) bootstrap: redrawing the observers changes the
+    expectation of statistics built on majorities and modes (a resampled half-panel's majority is
+    noisier than the real one), so the draws carry the spread but not the location.
+    """
+    d = np.asarray(draws, float)
+    d = d[~np.isnan(d)]
+    if d.size == 0:
+        return float("nan"), float("nan")
+    return percentile_ci(d - (d.mean() - value), level)

@@ -7,7 +7,10 @@ HOLF/HOLF-Multi/ChartQA-Human), so it never depends on what a runner filled in. 
 
 - model proportion correct over *valid* presentations (items with at least one valid response),
   and over *all* presentations with invalid ones counted wrong;
-- human proportion correct (``stimset.human['prop_correct']``).
+- human proportion correct (``stimset.human.prop_correct``, a
+  :class:`~harness.stimuli.base.LiteracyItems`). Where that sample answered another format than
+  models (GGR's default sample: a multiple-choice conversion of the numeric items), the gap and
+  error-pattern scores say so in their method and ``extra['format_mismatch']``.
 
 Scores (each a :class:`Score` with a 95% percentile CI from 1,000 item-bootstrap draws):
 
@@ -24,7 +27,7 @@ Scores (each a :class:`Score` with a 95% percentile CI from 1,000 item-bootstrap
   Pearson r between the halves' per-item proportions (items seen by someone in both halves) is
   Spearman-Brown corrected, ``2r / (1 + r)``; value = mean over splits, interval = 2.5/97.5
   percentiles of that sampling distribution (the paper's construction). Only where
-  per-participant data exist (``human['participant_correct']``).
+  per-participant data exist (``human.participant_correct``).
 - ``retest_r``: the same split-half construction over the model's presentations (the test-retest
   reliability of its per-item proportion correct, invalid counted wrong); ``extra`` has the mean
   share of presentation pairs giving the identical answer.
@@ -45,7 +48,7 @@ from typing import Any, Sequence
 import numpy as np
 from scipy import stats
 
-from ..stimuli.base import StimulusSet
+from ..stimuli.base import LiteracyItems, StimulusSet
 from ..stimuli.chart6 import is_correct
 from .bootstrap import N_BOOT_DEFAULT, Statistic, bootstrap, percentile_ci
 from .record import Score
@@ -207,7 +210,9 @@ def score_chart6(records: list[dict], stimset: StimulusSet, *, seed: int = 0,
         else "exact match"
     boot = f"percentile bootstrap over items, {n_boot} draws, seed {seed}"
     human = stimset.human
-    h = np.asarray(human.get("prop_correct", np.full(len(test), np.nan)), dtype=float)
+    if not isinstance(human, LiteracyItems):
+        raise TypeError(f"{stimset.task_id}: needs LiteracyItems, got {type(human).__name__}")
+    h = np.asarray(human.prop_correct, dtype=float)
     chance = np.array([_chance(s) for s in test])
     answered = table.total > 0
     has_valid = table.valid > 0
@@ -222,17 +227,18 @@ def score_chart6(records: list[dict], stimset: StimulusSet, *, seed: int = 0,
     scores = [est("valid_rate", lambda idx: valid[idx].sum(-1) / total[idx].sum(-1),
                   int(answered.sum()), f"valid / all presentations; {boot}",
                   n=int(valid.sum()), nulls=int(total.sum() - valid.sum()))]
-    scores += _accuracy_scores(table, h, chance, answered, has_valid, scoring, boot, est)
+    scores += _accuracy_scores(table, h, chance, answered, has_valid, scoring, boot, est,
+                               mismatch=human.format_mismatch)
 
     ceiling = None
-    if "participant_correct" in human:
-        ceiling, lo, hi = split_half_reliability(human["participant_correct"], n_splits, seed)
+    if human.participant_correct is not None:
+        ceiling, lo, hi = split_half_reliability(human.participant_correct, n_splits, seed)
         scores.append(Score(
             name="noise_ceiling", value=ceiling, ci_low=lo, ci_high=hi,
-            n=len(human["participants"]), nulls=0, version=version,
+            n=len(human.participants), nulls=0, version=version,
             method=(f"split-half over participants, Spearman-Brown 2r/(1+r); mean and 2.5/97.5 "
                     f"percentiles over {n_splits} random splits, seed {seed}"),
-            extra={"sample": human["sample"], "n_splits": n_splits}))
+            extra={"sample": human.sample, "n_splits": n_splits}))
     for name, mask, m in (("error_r_valid", has_valid, table.p_valid),
                           ("error_r_all", answered, table.p_all)):
         keep = mask & ~np.isnan(h)
@@ -240,8 +246,11 @@ def score_chart6(records: list[dict], stimset: StimulusSet, *, seed: int = 0,
             continue
         x, y = m[keep], h[keep]
         extra = {"p_value": float(stats.pearsonr(x, y).pvalue)} if np.ptp(x) > 0 and np.ptp(y) > 0 else {}
+        if human.format_mismatch:
+            extra["format_mismatch"] = human.format_mismatch
         scores.append(est(name, _r(x, y), int(keep.sum()),
-                          f"Pearson r, model vs human per-item proportion correct ({scoring}); {boot}",
+                          f"Pearson r, model vs human per-item proportion correct ({scoring}); {boot}"
+                          + (f"; {human.format_mismatch}" if human.format_mismatch else ""),
                           nulls=int((answered & ~keep).sum()), ceiling=ceiling, extra=extra))
 
     if table.reps.shape[0] >= 2 and answered.any():
@@ -264,7 +273,7 @@ def score_chart6(records: list[dict], stimset: StimulusSet, *, seed: int = 0,
 
 
 def _accuracy_scores(table, h, chance, answered, has_valid, scoring, boot, est, *, prefix="",
-                     gaps=True) -> list[Score]:
+                     gaps=True, mismatch: str | None = None) -> list[Score]:
     out = []
     p_valid, p_all = table.p_valid[has_valid], table.p_all[answered]
     if has_valid.any():
@@ -288,7 +297,9 @@ def _accuracy_scores(table, h, chance, answered, has_valid, scoring, boot, est, 
             continue
         out.append(est(name, lambda idx, a=p[keep], b=h[keep]: a[idx].mean(-1) - b[idx].mean(-1),
                        int(keep.sum()), f"model - human mean per-item proportion correct, paired "
-                                        f"over the same resampled items ({scoring}); {boot}"))
+                                        f"over the same resampled items ({scoring}); {boot}"
+                                        + (f"; {mismatch}" if mismatch else ""),
+                       extra={"format_mismatch": mismatch} if mismatch else {}))
     return out
 
 
@@ -349,7 +360,8 @@ def model_difference_test(correct: Sequence, model: Sequence, item: Sequence) ->
     lr = max(0.0, float(2 * (full.llf - null.llf)))
     df = len(models) - 1
     return LRTest(lr, df, float(stats.chi2.sf(lr, df)),
-                  "binomial GLM with fixed item intercepts, with vs without model terms "
+                  "approximation of the paper's mixed-effects logistic model: binomial GLM with "
+                  "fixed item intercepts, with vs without model terms "
                   f"({len(informative)} informative items)")
 
 

@@ -1,34 +1,61 @@
-"""Odd-one-out scores: behavioural agreement B against each human reference, floors and ceilings.
+"""Odd-one-out scores: B against each human reference, individual agreement, floors and ceilings.
 
 For the triplet tasks (``similarity.chart.mark_color``, ``similarity.nat.things``) the stimulus
-set carries, in test-split order and montage positions 1/2/3 (see harness.stimuli.montage):
-``human['target_<name>']`` for each reference, ``human['primary_target']`` naming the one that is
-``Stimulus.human_target``, and ``human['votes']`` (n x 3 individual odd-one-out choices).
+set's ``human`` is an :class:`~harness.stimuli.base.OddOneOutVotes`: in test-split order and
+montage positions 1/2/3, each reference's targets (the primary one is ``Stimulus.human_target``)
+and the n x 3 counts of individual odd-one-out votes.
 
-- ``B`` (primary reference) and ``B_<name>`` (each further reference): mean 1[r_i = h_i] over
-  parseable trials, percentile bootstrap over stimuli (1,000 draws, fixed seed); the null
-  fraction v and the bracket (1-v)B .. (1-v)B+v are in ``extra`` (``B_full_low``/``_high``).
+Model scores (over parseable trials; the null fraction v and the bracket (1-v)x .. (1-v)x+v in
+``extra``):
+
+- ``B`` (primary reference) and ``B_<name>``: mean 1[r_i = h_i]. Ceiling: the paper's cited 0.863
+  test-retest consistency of the human modal choice (:data:`CITED_B_CEILING`; not computable from
+  these sources). Matching a consensus more often than people re-match it is not meaningful, so
+  B above it is not better; B can still reach 1, and that ceiling is a reference, not a bound.
   Against a majority reference ``extra['B_ties_split']`` counts a response to any of t tied
-  majority positions as 1/t, the expected value of a random tie-break.
-- floor: the position-guessing floor max_k f_k, f_k the share of the reference's targets at
-  montage position k over the test split, for the montage shuffle actually built (appendix D.3).
-- ceiling: the human majority-agreement ceiling, mean over triplets of the share of individual
-  responses that match the majority (0.672 on the 1,000 THINGS triplets). Also reported as its own
-  score ``human_majority_agreement`` and, leaving each response out of the majority it is compared
-  with (ties among the others' majority counted 1/t), ``human_loo_agreement``; for the kernel
-  data every subject answered every triplet once, so that is leave-one-subject-out.
-  ``extra['human_vs_reference']`` is the share of individual responses equal to that reference.
+  majority positions as 1/t.
+- ``individual_agreement``: mean over triplets of the share of human votes equal to the model's
+  choice. Its ceiling is exactly ``human_individual_agreement`` (what always choosing the majority
+  scores), so (value - floor) / (ceiling - floor) cannot exceed 1.
+- Floors: the best a position-only (constant) strategy scores on these targets, max_k of the
+  score of always answering k (for B: max_k f_k, f_k the share of targets at position k).
+
+Human references (scores named ``human_*``):
+
+- ``human_individual_agreement``: mean over triplets of the share of votes matching the majority;
+  ``human_individual_agreement_loo``: each vote vs the majority of the others (ties split).
+- ``human_majority_split_half``: the raters of each triplet split at random into two halves
+  (sizes floor(m/2) and ceil(m/2)); 1 when the halves' majorities agree, ties split (1/(t_a t_b)
+  per shared tied option); averaged over ``n_boot`` random splits. Spearman-Brown is *not*
+  applied: it is the consistency of half-panel majorities, a lower reference for the full panel.
+- ``human_modal_test_retest``: the cited 0.863, with its source.
+
+Intervals: percentile bootstrap over triplets (one level, ``ci_low``/``ci_high``) and, for every
+human-derived quantity and for ``individual_agreement``, a two-level bootstrap (triplets, then the
+votes within each resampled triplet, multinomially; for the split half, within each half; the
+draws re-centred on the estimate, bootstrap.recentred_ci) in ``extra['ci_low_two_level']`` /
+``['ci_high_two_level']``. Each record's method names both.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from ..stimuli.base import OddOneOutVotes, StimulusSet
 from .agreement import mean_stat, null_bracket, parseable
-from .bootstrap import N_BOOT_DEFAULT, bootstrap
+from .bootstrap import N_BOOT_DEFAULT, bootstrap, percentile_ci, recentred_ci, resample_indices
 from .record import Score
 
 POSITIONS = (1, 2, 3)
+CITED_B_CEILING = 0.863
+CITED_B_CEILING_SOURCE = (
+    "published test-retest consistency of the human modal choice (Gestalt paper, appendix D.3, "
+    "THINGS data), not computed from sources")
+ONE_LEVEL = "percentile bootstrap over triplets"
+TWO_LEVEL = ("two-level bootstrap: triplets x votes within triplet (multinomial), percentile "
+             "re-centred on the estimate")
 
 
 def position_shares(targets: np.ndarray) -> list[float]:
@@ -38,30 +65,104 @@ def position_shares(targets: np.ndarray) -> list[float]:
 
 
 def majority_agreement(votes: np.ndarray) -> np.ndarray:
-    """Per triplet: share of the responses that chose the majority option."""
+    """Per triplet (last axis = the 3 options): share of the votes for the majority option."""
     v = np.asarray(votes, dtype=float)
-    return v.max(axis=1) / v.sum(axis=1)
+    return v.max(axis=-1) / v.sum(axis=-1)
 
 
 def loo_majority_agreement(votes: np.ndarray) -> np.ndarray:
-    """Per triplet: each response vs the majority of the remaining ones, ties split, averaged."""
+    """Per triplet: each vote vs the majority of the remaining ones, ties split, averaged."""
     v = np.asarray(votes, dtype=float)
-    agree = np.zeros(len(v))
+    agree = np.zeros(v.shape[:-1])
     for p in range(3):
         rest = v.copy()
-        rest[:, p] -= 1
-        top = rest == rest.max(axis=1, keepdims=True)
-        agree += v[:, p] * top[:, p] / top.sum(axis=1)
-    return agree / v.sum(axis=1)
+        rest[..., p] -= 1
+        top = rest == rest.max(axis=-1, keepdims=True)
+        agree += v[..., p] * top[..., p] / top.sum(axis=-1)
+    return agree / v.sum(axis=-1)
 
 
-def score_odd_one_out(records: list[dict], stimset, *, seed: int = 0,
+def split_halves(votes: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Vote counts of two random rater halves per triplet (sizes floor(m/2), ceil(m/2))."""
+    v = np.asarray(votes, dtype=np.int64)
+    size = v.sum(axis=-1) // 2
+    a0 = rng.hypergeometric(v[..., 0], v[..., 1] + v[..., 2], size)
+    a1 = rng.hypergeometric(v[..., 1], v[..., 2], size - a0)
+    half = np.stack([a0, a1, size - a0 - a1], axis=-1)
+    return half, v - half
+
+
+def majority_match(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Chance that two vote counts' majorities agree, each tie broken at random."""
+    top_a = a == a.max(axis=-1, keepdims=True)
+    top_b = b == b.max(axis=-1, keepdims=True)
+    return (top_a & top_b).sum(axis=-1) / (top_a.sum(axis=-1) * top_b.sum(axis=-1))
+
+
+def resample_votes(votes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Each triplet's m votes redrawn with replacement (multinomial at its own shares)."""
+    v = np.asarray(votes, dtype=np.int64)
+    m = v.sum(axis=-1)
+    return rng.multinomial(m, v / m[..., None])
+
+
+def _interval(value: float, draws: np.ndarray, two_level: bool = False) -> tuple[float, float, float]:
+    lo, hi = recentred_ci(value, draws) if two_level else percentile_ci(np.asarray(draws, float))
+    return value, lo, hi
+
+
+def human_references(votes: np.ndarray, n_boot: int, seed: int) -> dict[str, dict[str, Any]]:
+    """Each human reference: value, one-level and two-level 95% intervals."""
+    v = np.asarray(votes, dtype=np.int64)
+    n = len(v)
+    rng = np.random.default_rng([seed, 10])
+    idx = resample_indices(n, n_boot, seed)
+    v_two = resample_votes(v[idx], rng)  # (draws, n, 3): triplets, then votes within triplet
+    out: dict[str, dict[str, Any]] = {}
+    for name, per_triplet in (("human_individual_agreement", majority_agreement),
+                              ("human_individual_agreement_loo", loo_majority_agreement)):
+        values = per_triplet(v)
+        out[name] = {"one": _interval(float(values.mean()), values[idx].mean(axis=-1)),
+                     "two": _interval(float(values.mean()), per_triplet(v_two).mean(axis=-1), True)}
+    # split half: the point is the mean over n_boot random splits; each one-level draw resamples
+    # triplets under a fresh split, each two-level draw also resamples the votes within each half
+    half_a, half_b = split_halves(np.broadcast_to(v, (n_boot, *v.shape)), rng)
+    per_split = majority_match(half_a, half_b)
+    value = float(per_split.mean())
+    rows = np.arange(n_boot)[:, None]
+    one = per_split[rows, idx].mean(axis=-1)
+    a2, b2 = resample_votes(half_a[rows, idx], rng), resample_votes(half_b[rows, idx], rng)
+    out["human_majority_split_half"] = {"one": _interval(value, one),
+                                        "two": _interval(value, majority_match(a2, b2).mean(axis=-1), True)}
+    out["_two_level_votes"] = {"idx": idx, "votes": v_two}
+    return out
+
+
+def _two_level_extra(two: tuple[float, float, float]) -> dict[str, Any]:
+    return {"ci_low_two_level": two[1], "ci_high_two_level": two[2], "ci_method": ONE_LEVEL,
+            "ci_two_level_method": TWO_LEVEL}
+
+
+HUMAN_METHODS = {
+    "human_individual_agreement": "mean over triplets of the share of votes matching the majority",
+    "human_individual_agreement_loo": "each vote vs the majority of the other votes (ties split), "
+                                      "averaged per triplet",
+    "human_majority_split_half": "agreement of the majorities of two random halves of each "
+                                 "triplet's raters (ties split), mean over random splits; "
+                                 "Spearman-Brown not applied",
+}
+
+
+def score_odd_one_out(records: list[dict], stimset: StimulusSet, *, seed: int = 0,
                       n_boot: int = N_BOOT_DEFAULT) -> list[Score]:
     human = stimset.human
+    if not isinstance(human, OddOneOutVotes):
+        raise TypeError(f"{stimset.task_id}: odd-one-out scoring needs OddOneOutVotes, "
+                        f"got {type(human).__name__}")
     test = stimset.test
-    ids = [str(x) for x in human["stimulus_ids"]]
+    ids = list(human.stimulus_ids)
     if ids != [s.stimulus_id for s in test]:
-        raise ValueError(f"{stimset.task_id}: human['stimulus_ids'] do not match the test split")
+        raise ValueError(f"{stimset.task_id}: human.stimulus_ids do not match the test split")
     index = {sid: i for i, sid in enumerate(ids)}
     seen = {}
     for r in records:
@@ -78,20 +179,21 @@ def score_odd_one_out(records: list[dict], stimset, *, seed: int = 0,
         raise ValueError(f"{stimset.task_id}: no record for {len(missing)} test stimuli, "
                          f"e.g. {sorted(missing)[0]}")
 
-    votes = np.asarray(human["votes"])
-    ceiling = bootstrap(mean_stat(majority_agreement(votes)), len(ids), n_boot, seed)
-    loo = bootstrap(mean_stat(loo_majority_agreement(votes)), len(ids), n_boot, seed)
+    votes = np.asarray(human.votes)
+    refs = human_references(votes, n_boot, seed)
+    resampled = refs.pop("_two_level_votes")
+    version = stimset.version
+    boot = f"{ONE_LEVEL}, {n_boot} draws, seed {seed}; {TWO_LEVEL} in extra"
     human_scores = [
-        Score(name="human_majority_agreement", value=ceiling[0], ci_low=ceiling[1],
-              ci_high=ceiling[2], n=len(ids), nulls=0, version=stimset.version,
-              method=f"mean over triplets of the share of responses matching the majority; "
-                     f"bootstrap over triplets, {n_boot} draws"),
-        Score(name="human_loo_agreement", value=loo[0], ci_low=loo[1], ci_high=loo[2],
-              n=len(ids), nulls=0, version=stimset.version,
-              method=f"each response vs the majority of the others (ties split), averaged per "
-                     f"triplet; bootstrap over triplets, {n_boot} draws"),
+        Score(name=name, value=est["one"][0], ci_low=est["one"][1], ci_high=est["one"][2],
+              n=len(ids), nulls=0, version=version, method=f"{HUMAN_METHODS[name]}; {boot}",
+              extra=_two_level_extra(est["two"]))
+        for name, est in refs.items()
     ]
-    if not records:  # e.g. images unavailable: the human ceilings can still be reported
+    human_scores.append(Score(
+        name="human_modal_test_retest", value=CITED_B_CEILING, ci_low=None, ci_high=None, n=0,
+        nulls=0, version=version, method=CITED_B_CEILING_SOURCE, extra={"cited": True}))
+    if not records:  # e.g. images unavailable: the human references can still be reported
         return human_scores
 
     ok, nulls = parseable(records)
@@ -99,26 +201,23 @@ def score_odd_one_out(records: list[dict], stimset, *, seed: int = 0,
     response = np.array([_position(r, stimset.task_id) for r in ok], dtype=int)
     n = len(ok)
     v = nulls / len(records)
-    rows = np.arange(len(ids))
+    m = votes.sum(axis=1)
+    shares = votes / m[:, None]
 
-    primary = human["primary_target"]
-    names = [primary] + sorted(k.removeprefix("target_") for k in human
-                               if k.startswith("target_") and k != f"target_{primary}")
     scores = []
-    for name in names:
-        target = np.asarray(human[f"target_{name}"], dtype=int)
+    for name, target in human.targets.items():
         match = (response == target[items]).astype(float)
         est = bootstrap(mean_stat(match), n, n_boot, seed)
         lo, hi = null_bracket(est[0], v)
-        shares = position_shares(target)
-        extra = {
+        f = position_shares(target)
+        extra: dict[str, Any] = {
             "reference": name,
             "null_fraction": v,
             "B_full_low": lo,
             "B_full_high": hi,
-            "position_shares": shares,
-            "human_vs_reference": float(np.mean(votes[rows, target - 1] / votes.sum(axis=1))),
-            "human_loo_agreement": loo[0],
+            "position_shares": f,
+            "human_vs_reference": float(np.mean(shares[np.arange(len(ids)), target - 1])),
+            "ceiling_source": CITED_B_CEILING_SOURCE,
         }
         if name == "majority":
             top = votes == votes.max(axis=1, keepdims=True)
@@ -126,12 +225,34 @@ def score_odd_one_out(records: list[dict], stimset, *, seed: int = 0,
             extra["B_ties_split"] = float(split.mean()) if n else float("nan")
             extra["tied_items"] = int((top.sum(axis=1) > 1).sum())
         scores.append(Score(
-            name="B" if name == primary else f"B_{name}",
+            name="B" if name == human.primary else f"B_{name}",
             value=est[0], ci_low=est[1], ci_high=est[2], n=n, nulls=nulls,
-            method=f"mean 1[r = {name} target] over parseable trials; percentile bootstrap over "
-                   f"stimuli, {n_boot} draws, seed {seed}",
-            version=stimset.version, ceiling=ceiling[0], floor=max(shares), extra=extra,
-        ))
+            method=f"mean 1[r = {name} target] over parseable trials; {ONE_LEVEL}, {n_boot} "
+                   f"draws, seed {seed}; ceiling: cited {CITED_B_CEILING}, {CITED_B_CEILING_SOURCE}",
+            version=version, ceiling=CITED_B_CEILING, floor=max(f), extra=extra))
+
+    # individual agreement: the two-level draws reuse the references' resampled triplets and
+    # votes, so model and ceiling intervals come from the same draws
+    agree = shares[items, response - 1]
+    est = bootstrap(mean_stat(agree), n, n_boot, seed)
+    lookup = np.full(len(ids), -1)
+    lookup[items] = np.arange(n)
+    draw_idx, draw_votes = resampled["idx"], resampled["votes"]
+    answered = lookup[draw_idx]
+    resp = np.where(answered >= 0, response[np.maximum(answered, 0)], 1) - 1
+    got = np.take_along_axis(draw_votes, resp[..., None], axis=-1)[..., 0] / draw_votes.sum(axis=-1)
+    keep = answered >= 0
+    two = _interval(est[0], (got * keep).sum(axis=1) / np.maximum(keep.sum(axis=1), 1), True)
+    ceiling = refs["human_individual_agreement"]["one"][0]
+    lo, hi = null_bracket(est[0], v)
+    scores.append(Score(
+        name="individual_agreement", value=est[0], ci_low=est[1], ci_high=est[2], n=n,
+        nulls=nulls, version=version,
+        method=f"mean over triplets of the share of human votes equal to the model's choice; "
+               f"{boot}; ceiling: human_individual_agreement (always choosing the majority)",
+        ceiling=ceiling, floor=float(shares.mean(axis=0).max()),
+        extra={"ceiling_is_bound": True, "null_fraction": v, "individual_agreement_full_low": lo,
+               "individual_agreement_full_high": hi, **_two_level_extra(two)}))
     return scores + human_scores
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Sequence
 
+import numpy as np
 from PIL import Image
 
 ResponseSpace = Literal["choice", "count", "scalar", "label"]
@@ -114,12 +115,88 @@ class Stimulus:
         return self._sha256
 
 
+class HumanReference:
+    """Base of the task-level human data a family's scorer and figures read by attribute.
+
+    Each scoring family has its own frozen dataclass (observer panel, odd-one-out votes, capacity
+    band, literacy items, MLAE references) built by the task; per-item targets stay on
+    ``Stimulus.human_target``.
+    """
+
+
+@dataclass(frozen=True)
+class ObserverPanel(HumanReference):
+    """Classification against a panel of observers (``classification_vs_observers``).
+
+    ``correct`` is observers x test items (True = the observer named the true class; a missing
+    answer counts as incorrect); ``responses`` is test items x observers, ``missing`` where none.
+    """
+
+    observers: tuple[str, ...]
+    correct: np.ndarray
+    responses: np.ndarray
+    n_classes: int
+    split: str
+    missing: str = "na"
+
+    @property
+    def p(self) -> np.ndarray:
+        """Per-item proportion of observers correct (the kappa target)."""
+        return self.correct.mean(axis=0)
+
+
+@dataclass(frozen=True)
+class OddOneOutVotes(HumanReference):
+    """Odd-one-out human data in test-split order and montage positions 1/2/3.
+
+    ``votes`` (n x 3) counts the individual choices per position; ``targets`` maps each human
+    reference (the primary one first) to its n target positions; ``majority_tied`` flags the
+    items whose majority is tied. Built by :func:`harness.stimuli.montage.odd_one_out_votes`.
+    """
+
+    stimulus_ids: tuple[str, ...]
+    votes: np.ndarray
+    targets: dict[str, np.ndarray]
+    majority_tied: np.ndarray
+
+    @property
+    def primary(self) -> str:
+        return next(iter(self.targets))
+
+
+@dataclass(frozen=True)
+class CapacityBand(HumanReference):
+    """A published capacity range (no per-trial human data): where a(k) should fall below 0.5."""
+
+    low: int
+    high: int
+    source: str
+
+
+@dataclass(frozen=True)
+class LiteracyItems(HumanReference):
+    """A literacy test's human sample (CHART-6): per-item proportion correct, in stimulus order.
+
+    ``prop_correct`` is NaN where an item has no human data (all NaN: no sample mounted, ``sample``
+    empty). With per-participant data, ``participant_correct`` is participants x items (1/0, NaN
+    where a person did not see the item). ``format_mismatch`` says why the sample answered in
+    another format than models do (then the human-relative scores are marked), else None.
+    """
+
+    sample: str
+    item_ids: tuple[str, ...]
+    prop_correct: np.ndarray
+    participants: tuple[str, ...] = ()
+    participant_correct: np.ndarray | None = None
+    n_responses: np.ndarray | None = None
+    format_mismatch: str | None = None
+
+
 @dataclass
 class StimulusSet:
     """Everything one task needs downstream: stimuli, prompt, options and the human data.
 
-    ``human`` holds task-level human data that scoring needs beyond per-item targets (for the
-    silhouettes: each observer's correctness per test image), as plain numpy arrays.
+    ``human`` is the task's :class:`HumanReference` (None where a task has none).
     """
 
     task_id: str
@@ -129,7 +206,7 @@ class StimulusSet:
     human_ref_id: str
     prompt: Prompt | None = None
     options: tuple[Any, ...] = ()
-    human: dict[str, Any] = field(default_factory=dict)
+    human: HumanReference | dict[str, Any] | None = None  # dict: the bar-chart tasks, until theirs
     seed: int = 0
     unavailable: str | None = None  # why the task cannot run here (missing images), else None
 

@@ -54,16 +54,21 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from PIL import Image
 
 from ..sources import DataError, Sources
 from ..sources.store import file_sha256
-from .base import Prompt, Stimulus, StimulusSet
+from .base import LiteracyItems, Prompt, Stimulus, StimulusSet
 
 VERSION = "1"
+TEST_VERSIONS = {"chartqa_human": "2"}  # 2: the 94 numeric items by default
+GGR_FORMAT_MISMATCH = (
+    "format-mismatched: the cogsci2025 humans answered a multiple-choice conversion of GGR's 9 "
+    "numeric items, models answer them open-ended (as in the paper); the numeric-format groups "
+    "are human_sample=cogsci2024_math_2_1 / cogsci2024_math_3 (per item only, no ceiling)")
 BATTERY = "chart6"
 RELAXED_TOLERANCE = 0.05  # relaxed accuracy: within 5% of the answer (ChartQA's convention)
 
@@ -261,7 +266,8 @@ def _item(test: ChartTest, stimulus_id: str, *, question: str, answer: Any, opti
 
 
 def _human(stimuli: list[Stimulus], sample: str, prop: dict[str, float] | None = None,
-           participant_rows: list[tuple[str, str, float]] | None = None) -> dict[str, Any]:
+           participant_rows: list[tuple[str, str, float]] | None = None,
+           format_mismatch: str | None = None) -> LiteracyItems:
     """Assemble ``human`` and set each stimulus's ``human_target``.
 
     ``prop`` are published per-item proportions; ``participant_rows`` (participant, stimulus id,
@@ -269,7 +275,8 @@ def _human(stimuli: list[Stimulus], sample: str, prop: dict[str, float] | None =
     the published ones: the join of the two files is checked, not assumed.
     """
     ids = [s.stimulus_id for s in stimuli]
-    out: dict[str, Any] = {"sample": sample, "item_ids": ids}
+    participants: list[str] = []
+    matrix = counts = None
     p = np.array([(prop or {}).get(i, np.nan) for i in ids], dtype=float)
     if participant_rows is not None:
         participants = sorted({r[0] for r in participant_rows})
@@ -290,16 +297,22 @@ def _human(stimuli: list[Stimulus], sample: str, prop: dict[str, float] | None =
                 raise DataError(f"human sample {sample}: item {ids[k]} proportion correct "
                                 f"{recomputed[k]:.4f} from participants != published {p[k]:.4f}")
         p = recomputed
-        out.update(participants=participants, participant_correct=matrix, n_responses=counts)
-    out["prop_correct"] = p
     for s, value in zip(stimuli, p):
         s.human_target = None if np.isnan(value) else float(value)
-    return out
+    return LiteracyItems(sample=sample, item_ids=tuple(ids), prop_correct=p,
+                         participants=tuple(participants), participant_correct=matrix,
+                         n_responses=counts, format_mismatch=format_mismatch)
 
 
-def _stimset(test: ChartTest, stimuli: list[Stimulus], human: dict[str, Any], seed: int,
+def _no_human(stimuli: list[Stimulus]) -> LiteracyItems:
+    """No human data for these items (a release not mounted): every proportion NaN."""
+    return LiteracyItems(sample="", item_ids=tuple(s.stimulus_id for s in stimuli),
+                         prop_correct=np.full(len(stimuli), np.nan))
+
+
+def _stimset(test: ChartTest, stimuli: list[Stimulus], human: LiteracyItems, seed: int,
              human_ref_id: str | None, unavailable: str | None = None) -> StimulusSet:
-    return StimulusSet(task_id=test.task_id, version=VERSION, response_space=test.response_space,
+    return StimulusSet(task_id=test.task_id, version=TEST_VERSIONS.get(test.key, VERSION), response_space=test.response_space,
                        stimuli=stimuli, human_ref_id=human_ref_id, prompt=task_prompt(test),
                        human=human, seed=seed, unavailable=unavailable)
 
@@ -316,7 +329,8 @@ def _cogsci2025_table(sources: Sources, name: str) -> dict[str, dict[str, str]]:
     return {r["question_image"]: r for r in rows}
 
 
-def _cogsci2025_human(sources: Sources, stimuli: list[Stimulus], keys: dict[str, str]) -> dict:
+def _cogsci2025_human(sources: Sources, stimuli: list[Stimulus], keys: dict[str, str],
+                      format_mismatch: str | None = None) -> LiteracyItems:
     """``keys``: stimulus id -> the sample's ``question + image`` key."""
     items = _cogsci2025_table(sources, "test_item_level_data.csv")
     missing = [sid for sid, key in keys.items() if key not in items]
@@ -330,10 +344,11 @@ def _cogsci2025_human(sources: Sources, stimuli: list[Stimulus], keys: dict[str,
         if sid is not None:
             rows.append((r["participant_id"], sid, float(r["is_correct"])))
     prop = {sid: float(items[key]["is_correct"]) for sid, key in keys.items()}
-    return _human(stimuli, "cogsci2025", prop, rows)
+    return _human(stimuli, "cogsci2025", prop, rows, format_mismatch)
 
 
-def _cogsci2024_human(sources: Sources, test: str, stimuli: list[Stimulus], sample: str) -> dict:
+def _cogsci2024_human(sources: Sources, test: str, stimuli: list[Stimulus],
+                      sample: str) -> LiteracyItems:
     group = COGSCI2024_GROUPS[sample]
     rows = _read_csv(sources.path(test, f"human/cogsci2024_accuracy_scatter_df_{test}.csv"))
     by_key = {(r["question"], r["image_file"]): float(r["a_in_b"]) for r in rows if r["agentType"] == group}
@@ -379,7 +394,8 @@ def _build_lab_mc(sources: Sources, key: str, seed: int, human_sample: str) -> S
     _check_sample(test, human_sample, ("cogsci2025", *COGSCI2024_GROUPS))
     stimuli = _lab_items(sources, test)
     if human_sample == "cogsci2025":
-        human = _cogsci2025_human(sources, stimuli, {
+        mismatch = GGR_FORMAT_MISMATCH if key == "ggr" else None
+        human = _cogsci2025_human(sources, stimuli, format_mismatch=mismatch, keys={
             s.stimulus_id: f"{s.meta['question']} + {s.meta['image_file']}" for s in stimuli})
     else:
         human = _cogsci2024_human(sources, key, stimuli, human_sample)
@@ -425,7 +441,7 @@ def build_calvi(sources: Sources, seed: int = 0, human_sample: str = "cogsci2025
                           int(row["human_n_responses_cogsci2025"]))
     human = _cogsci2025_human(sources, stimuli, keys)
     # items.csv carries the same sample, rounded to 4 places: a second check of the join.
-    for sid, p, n in zip(human["item_ids"], human["prop_correct"], human["n_responses"]):
+    for sid, p, n in zip(human.item_ids, human.prop_correct, human.n_responses):
         if abs(p - published[sid][0]) > 5e-5 or n != published[sid][1]:
             raise DataError(f"calvi/items.csv: {sid} human data ({published[sid]}) differ from "
                             f"{COGSCI2025} ({p:.4f}, {n})")
@@ -448,7 +464,7 @@ def _holf_style_item(test: ChartTest, sid: str, row: dict[str, str], image: Path
 
 
 def _responses_human(stimuli: list[Stimulus], sample: str,
-                     responses: list[tuple[str, str, str, str]], where: str) -> dict:
+                     responses: list[tuple[str, str, str, str]], where: str) -> LiteracyItems:
     """Per-participant correctness of typed answers (participant, question, image_file, response),
     scored by the items' own rule, as for models."""
     by_key = {(s.meta["question"], s.meta["image_file"]): s for s in stimuli}
@@ -521,7 +537,7 @@ def build_holf_multi(sources: Sources, seed: int = 0, osf_root: str | Path | Non
     test = TESTS["holf_multi"]
     root = _root(osf_root, OSF_ENV)
     if root is None:
-        return _stimset(test, [], {}, seed, None, unavailable=(
+        return _stimset(test, [], _no_human([]), seed, None, unavailable=(
             f"HOLF-Multi ({test.n_items} items) is not in the sources mirror. Get it from "
             f"{OSF_WHERE}, arrange it as <root>/holf-multi/questions.csv (HOLF's columns), "
             f"<root>/holf-multi/images/<image_file> and optionally <root>/holf-multi/responses.csv, "
@@ -540,8 +556,9 @@ def build_holf_multi(sources: Sources, seed: int = 0, osf_root: str | Path | Non
         stimuli.append(_holf_style_item(test, f"holf_multi_{k:03d}", row, image, digest, where))
     rpath = folder / "responses.csv"
     human = (_responses_human(stimuli, "chart6_osf", _read_responses(rpath), str(rpath))
-             if rpath.is_file() else {})
-    return _stimset(test, stimuli, human, seed, "chart6_osf.holf_multi" if human else None)
+             if rpath.is_file() else None)
+    return _stimset(test, stimuli, human or _no_human(stimuli), seed,
+                    "chart6_osf.holf_multi" if human else None)
 
 
 def _chartqa_graph_type(chart_type: str, where: str) -> str:
@@ -552,21 +569,34 @@ def _chartqa_graph_type(chart_type: str, where: str) -> str:
     raise DataError(f"{where}: unknown chart type {chart_type!r}")
 
 
+def numeric_answer(answer: str) -> bool:
+    """Whether an answer is a number; ChartQA-Human's own ``q_type`` column says the opposite
+    ("non-numeric" on the numeric answers), so numeric-ness is read from the answers."""
+    return as_number(answer) is not None
+
+
 def build_chartqa_human(sources: Sources, seed: int = 0, chartqa_root: str | Path | None = None,
-                        osf_root: str | Path | None = None) -> StimulusSet:
+                        osf_root: str | Path | None = None,
+                        items: Literal["numeric", "all"] = "numeric") -> StimulusSet:
+    """``items='numeric'`` (default): the 94 items with a numeric answer, as the paper uses;
+    ``'all'``: all 125 (the 31 text answers scored by exact match after normalisation)."""
     test = TESTS["chartqa_human"]
     rows = _read_csv(sources.path("chartqa-human", "experiments.csv"))
     if len(rows) != test.n_items:
         raise DataError(f"chartqa-human/experiments.csv: {len(rows)} items, expected {test.n_items}")
+    if items not in ("numeric", "all"):
+        raise ValueError(f"{test.task_id}: items must be 'numeric' or 'all', got {items!r}")
+    keep = [k for k, row in enumerate(rows) if items == "all" or numeric_answer(row["correct_answer"])]
     root = _root(chartqa_root, CHARTQA_ENV)
     if root is None:
-        return _stimset(test, [], {}, seed, None, unavailable=(
+        return _stimset(test, [], _no_human([]), seed, None, unavailable=(
             f"ChartQA-Human's {len({r['image_file'] for r in rows})} chart images are not in the "
             f"sources mirror. Clone github.com/vis-nlp/ChartQA (commit 3dab8e83b6ac559b847b7c6e2f24d1faa95a4507) "
             f"or fetch the files listed in chartqa-human/needed_images.txt, then pass "
             f"chartqa_root=<folder holding 'ChartQA Dataset/'> or set ${CHARTQA_ENV}."))
     stimuli = []
-    for k, row in enumerate(rows):
+    for k in keep:
+        row = rows[k]
         where = f"chartqa-human/experiments.csv row {k}"
         image, digest = _external_image(root / CHARTQA_IMAGES / row["image_file"], where)
         stimuli.append(_item(
@@ -578,5 +608,6 @@ def build_chartqa_human(sources: Sources, seed: int = 0, chartqa_root: str | Pat
     osf = _root(osf_root, OSF_ENV)
     rpath = osf / "chartqa-human" / "responses.csv" if osf is not None else None
     human = (_responses_human(stimuli, "chart6_osf", _read_responses(rpath), str(rpath))
-             if rpath is not None and rpath.is_file() else {})
-    return _stimset(test, stimuli, human, seed, "chart6_osf.chartqa_human" if human else None)
+             if rpath is not None and rpath.is_file() else None)
+    return _stimset(test, stimuli, human or _no_human(stimuli), seed,
+                    "chart6_osf.chartqa_human" if human else None)

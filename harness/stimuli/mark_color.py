@@ -7,23 +7,25 @@ Marks: each colour is one part image, a filled square colour chip of ``MARK_SIDE
 centred on a white ``TILE`` = 224 px square, no outline. That is the study's own colour stimulus
 (``color10`` in its ``shared/stim.js`` draws an SVG rect filled with the palette colour). Encoders
 embed the three part images (``Stimulus.part_sources``, montage order); prompt models see the
-numbered montage 1-2-3 (harness.stimuli.montage) in a seeded, position-shuffled order recorded as
-``option_order``.
+numbered montage 1-2-3 (harness.stimuli.montage) in a seeded order recorded as ``option_order``
+that puts the kernel target at each position exactly 40 times (montage.balanced_orders), so the
+position-guessing floor is 1/3 for every seed.
 
 Human references (both in montage positions 1/2/3):
 - ``human_target`` (= ``ground_truth``, the paper's target): the mark outside the
   minimum-dissimilarity pair of the triplet-discrimination kernel ``data/kernels/color-td.txt``.
   The minimum pair is unique in all 120 triplets (smallest gap 0.00074); a tie would be a
   DataError rather than an arbitrary choice.
-- second reference ``human['target_majority']``: the majority of the 20 subjects' raw
+- second reference ``human.targets['majority']``: the majority of the 20 subjects' raw
   odd-one-out votes, read from ``data/raw/color-td.txt`` (layout in the release's SOURCE.md:
   line = subject, triplets 8-127 = the 120 test triplets in lexicographic order, palette indices
   offset by +4, third element = the colour picked as most different). 6 triplets have a tied
   majority; a tie goes to the lowest palette index (montage.majority), and
-  ``human['majority_tied']`` and each stimulus' ``meta['majority_tied_colors']`` record it.
+  ``human.majority_tied`` and each stimulus' ``meta['majority_tied_colors']`` record it.
 
-``human['votes']`` (120 x 3, montage order) lets the scorer compute the majority-agreement ceiling
-and its leave-one-subject-out version (each subject answered every triplet once).
+``human`` is an :class:`~harness.stimuli.base.OddOneOutVotes`; its ``votes`` (120 x 3, montage
+order) give the scorer the human individual-agreement reference, its leave-one-subject-out form
+(each subject answered every triplet once) and the split-half consistency of the majority.
 """
 
 from __future__ import annotations
@@ -37,10 +39,11 @@ from PIL import Image, ImageDraw
 
 from ..sources import DataError, Sources
 from .base import Prompt, Stimulus, StimulusSet
-from .montage import majority, montage_of, position_of, position_order, to_positions
+from .montage import (balanced_orders, majority, montage_of, odd_one_out_votes, position_of,
+                      to_positions)
 
 TASK_ID = "similarity.chart.mark_color"
-VERSION = "1"
+VERSION = "2"  # 2: target positions balanced 40/40/40
 RELEASE = "perceptual-kernels"
 PALETTE_FILE = "palette_tableau10.csv"
 KERNEL_FILE = "data/kernels/color-td.txt"
@@ -125,13 +128,13 @@ def build(sources: Sources, seed: int = 0) -> StimulusSet:
     palette = read_palette(sources)
     kernel = read_kernel(sources)
     votes = read_votes(sources)
-    rng = np.random.default_rng(seed)
+    kernel_targets = [kernel_odd(kernel, triplet) for triplet in TRIPLETS]
+    majorities = [majority(v) for v in votes]
+    orders = balanced_orders(kernel_targets, np.random.default_rng(seed))
     stimuli = []
-    for triplet, v in zip(TRIPLETS, votes):
-        order = position_order(rng)
+    for triplet, v, order, k_odd, (m_odd, m_tied) in zip(TRIPLETS, votes, orders, kernel_targets,
+                                                          majorities):
         colors = to_positions(triplet, order)
-        k_odd = kernel_odd(kernel, triplet)
-        m_odd, m_tied = majority(v)
         parts = tuple(partial(render_mark, palette[c]) for c in colors)
         target = position_of(k_odd, order)
         stimuli.append(Stimulus(
@@ -160,13 +163,7 @@ def build(sources: Sources, seed: int = 0) -> StimulusSet:
         human_ref_id="demiralp2014.color_td",
         prompt=PROMPT,
         options=(1, 2, 3),
-        human={
-            "primary_target": "kernel",
-            "stimulus_ids": np.array([s.stimulus_id for s in stimuli]),
-            "target_kernel": np.array([s.human_target for s in stimuli]),
-            "target_majority": np.array([s.meta["majority_target"] for s in stimuli]),
-            "majority_tied": np.array([bool(s.meta["majority_tied_colors"]) for s in stimuli]),
-            "votes": np.array([s.meta["votes"] for s in stimuli]),
-        },
+        human=odd_one_out_votes([s.stimulus_id for s in stimuli], votes, orders,
+                                {"kernel": kernel_targets, "majority": [m for m, _ in majorities]}),
         seed=seed,
     )

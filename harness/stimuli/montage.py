@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from .base import ImageSource, _load
+from .base import ImageSource, OddOneOutVotes, _load
 
 N_OPTIONS = 3
 POSITIONS = (1, 2, 3)
@@ -28,6 +28,43 @@ POSITIONS = (1, 2, 3)
 def position_order(rng: np.random.Generator) -> tuple[int, ...]:
     """A uniformly shuffled montage order: canonical index shown at each position."""
     return tuple(int(x) for x in rng.permutation(N_OPTIONS))
+
+
+def balanced_orders(targets: Sequence[int], rng: np.random.Generator) -> list[tuple[int, ...]]:
+    """Montage orders that put the targets (canonical indices) at positions 1/2/3 equally often.
+
+    n // 3 targets go to each position and the n mod 3 left over to distinct, randomly chosen
+    positions; which triplet gets which position, and the order of its other two items, are
+    random. So the best position-only strategy scores ceil(n / 3) / n for every seed (1/3 for
+    120 triplets), where independent shuffles leave it to the draw (0.417 with seed 0).
+    """
+    n = len(targets)
+    extra = rng.choice(N_OPTIONS, size=n % N_OPTIONS, replace=False)
+    slots = np.concatenate([np.repeat(np.arange(N_OPTIONS), n // N_OPTIONS), extra])
+    slots = rng.permutation(slots)
+    orders = []
+    for target, slot in zip(targets, slots):
+        others = [c for c in range(N_OPTIONS) if c != target]
+        others = [others[i] for i in rng.permutation(2)]
+        order = others[:slot] + [int(target)] + others[slot:]
+        orders.append(tuple(int(c) for c in order))
+    return orders
+
+
+def odd_one_out_votes(stimulus_ids: Sequence[str], canonical_votes: Sequence[Sequence[int]],
+                      orders: Sequence[Sequence[int]],
+                      canonical_targets: dict[str, Sequence[int]]) -> OddOneOutVotes:
+    """The odd-one-out human reference in montage positions, from canonical-order data.
+
+    ``canonical_targets`` maps each reference name (the primary one first) to its targets as
+    canonical indices; a majority's tie flag comes from the votes themselves.
+    """
+    votes = np.array([to_positions(list(v), o) for v, o in zip(canonical_votes, orders)], dtype=int)
+    targets = {name: np.array([position_of(int(t), o) for t, o in zip(ts, orders)], dtype=int)
+               for name, ts in canonical_targets.items()}
+    tied = (votes == votes.max(axis=1, keepdims=True)).sum(axis=1) > 1
+    return OddOneOutVotes(stimulus_ids=tuple(stimulus_ids), votes=votes, targets=targets,
+                          majority_tied=tied)
 
 
 def to_positions(canonical: Sequence, order: Sequence[int]) -> list:

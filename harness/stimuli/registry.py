@@ -29,6 +29,8 @@ class TaskSpec:
     battery: str
     description: str
     defaults: dict[str, Any] = field(default_factory=dict)
+    # named variants' builder options (``BASE:NAME`` runs with defaults + variants[NAME])
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
     # scorers of tasks whose protocol scores every presentation (CHART-6: per-item proportion
     # correct, test-retest) get all repetitions; the others get one aggregated record per stimulus
     all_reps: bool = False
@@ -74,7 +76,9 @@ TASKS: dict[str, TaskSpec] = {
             readouts={"embed": "ridge", "generate": "prompt_count"},
             scoring="capacity",
             battery="gestalt",
-            description="Colour-series counting, k=1..20; 40 test, 200 probe-train; 6-12 capacity band",
+            description="Colour-series counting, k=1..20; 200 test (10 per k), 200 probe-train; "
+                        "6-12 capacity band (variant :paper40 = the paper's 40 test)",
+            variants={"paper40": {"design": "paper40"}},
         ),
         TaskSpec(
             task_id="similarity.nat.things",
@@ -148,7 +152,10 @@ def get_task(task_id: str) -> TaskSpec:
             f"unknown task {task_id!r}; known tasks: {', '.join(sorted(TASKS))} "
             "(a variant is BASE:NAME, NAME of letters, digits, _ and -)"
         )
-    return spec if spec.task_id == task_id else replace(spec, task_id=task_id)
+    if spec.task_id == task_id:
+        return spec
+    variant = spec.variants.get(task_id.split(":", 1)[1], {})
+    return replace(spec, task_id=task_id, defaults={**spec.defaults, **variant})
 
 
 def expand(names: list[str]) -> list[str]:

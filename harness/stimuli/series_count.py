@@ -7,8 +7,12 @@ a model's accuracy a(k) bends where human capacity does.
 
 Design (every number below is a module constant or a build option):
 - k, the number of colour series, runs over ``k_values`` = 1..20 (below, inside and above 6-12).
-  Test: ``n_test`` = 40 stimuli, k assigned cyclically (2 per k). Probe-train: ``n_train`` = 200
-  (10 per k), drawn from a separate random stream, so the splits share no scatterplot.
+  Test (option ``design``): ``default`` = 200 stimuli, 10 per k, enough per level to fit the
+  psychometric curve whose 0.5 crossing is the capacity (harness.scores.capacity); ``paper40`` =
+  the paper's 40 (2 per k, a(k) only 0, 0.5 or 1: the same estimator, a wide interval). The
+  variant ``similarity.chart.series_count:paper40`` sets ``design: paper40``; ``n_test``
+  overrides either. k is assigned cyclically. Probe-train: ``n_train`` = 200 (10 per k), drawn
+  from a separate random stream, so the splits share no scatterplot.
 - Colours: the k series get k distinct colours drawn (seeded) from Tableau-20 / D3 category20
   (``PALETTE``: 10 hues, each dark and light; the dark ten are the Tableau-10 of the mark-colour
   task). A random subset per plot keeps which colours appear from revealing k.
@@ -27,15 +31,16 @@ Design (every number below is a module constant or a build option):
 from __future__ import annotations
 
 from functools import partial
+from typing import Literal
 
 import numpy as np
 from PIL import Image, ImageDraw
 
 from ..sources import Sources
-from .base import Prompt, Stimulus, StimulusSet
+from .base import CapacityBand, Prompt, Stimulus, StimulusSet
 
 TASK_ID = "similarity.chart.series_count"
-VERSION = "1"
+VERSION = "2"  # 2: 10 test trials per k (design default); fitted capacity
 CAPACITY_BAND = (6, 12)
 # D3 schemeCategory20 (= Tableau-20, matplotlib "tab20"), in its published order.
 PALETTE = (
@@ -44,7 +49,9 @@ PALETTE = (
     "#bcbd22", "#dbdb8d", "#17becf", "#9edae5",
 )
 K_VALUES = tuple(range(1, 21))
-N_TEST = 40
+DESIGNS = {"default": 200, "paper40": 40}  # test stimuli per design
+Design = Literal["default", "paper40"]
+BAND_SOURCE = "Healey 1996; Ware 2013; Szafir 2018, as the Gestalt paper cites them"
 N_TRAIN = 200
 N_POINTS = 120
 SIZE = 320
@@ -113,9 +120,13 @@ def make_stimulus(seed: int, split: str, index: int, k: int) -> Stimulus:
     )
 
 
-def build(sources: Sources | None = None, seed: int = 0, n_test: int = N_TEST,
-          n_train: int = N_TRAIN, k_values: tuple[int, ...] = K_VALUES) -> StimulusSet:
+def build(sources: Sources | None = None, seed: int = 0, design: Design = "default",
+          n_test: int | None = None, n_train: int = N_TRAIN,
+          k_values: tuple[int, ...] = K_VALUES) -> StimulusSet:
     """``sources`` is unused (the stimuli are generated); kept for the builder signature."""
+    if design not in DESIGNS:
+        raise ValueError(f"{TASK_ID}: design must be one of {', '.join(DESIGNS)}, got {design!r}")
+    n_test = DESIGNS[design] if n_test is None else n_test
     k_values = tuple(int(k) for k in k_values)
     if not k_values or min(k_values) < 1 or max(k_values) > len(PALETTE):
         raise ValueError(f"{TASK_ID}: k_values must lie in 1..{len(PALETTE)}, got {k_values}")
@@ -129,6 +140,6 @@ def build(sources: Sources | None = None, seed: int = 0, n_test: int = N_TEST,
         human_ref_id="capacity_band_6_12",
         prompt=PROMPT,
         options=tuple(range(min(k_values), max(k_values) + 1)),
-        human={"capacity_band": CAPACITY_BAND},
+        human=CapacityBand(low=CAPACITY_BAND[0], high=CAPACITY_BAND[1], source=BAND_SOURCE),
         seed=seed,
     )

@@ -10,13 +10,16 @@ THINGS index (a < b < c).
 
 - ``human_target`` (= ``ground_truth``) is the majority choice in montage position; 32 of the 1,000
   triplets have a tied majority, which goes to the lowest concept index (montage.majority) and is
-  flagged in ``human['majority_tied']``.
-- ``human['votes']`` (montage order) gives the scorer the majority-agreement ceiling (0.672 on
-  the 1,000 triplets) and its leave-one-response-out version.
+  flagged in ``human.majority_tied``.
+- ``human`` (:class:`~harness.stimuli.base.OddOneOutVotes`, montage order) gives the scorer the
+  human individual-agreement reference (0.672 on the 1,000 triplets), its leave-one-response-out
+  form and the split-half consistency of the majority. B's ceiling is the paper's cited 0.863
+  (harness.scores.odd_one_out), which these sources cannot give.
 
 Option ``n_triplets`` (the paper scores 500): a seeded sample (stream ``[seed, 1]``) of the 1,000,
-kept in canonical order; ``None`` keeps all. Each triplet's montage order comes from stream
-``[seed, 0]`` drawn over all 1,000 in canonical order, so it does not depend on ``n_triplets``.
+kept in canonical order; ``None`` keeps all. The montage orders (stream ``[seed, 0]``) balance the
+target positions over the sampled triplets as exactly as n allows (167/167/166 of 500;
+montage.balanced_orders).
 
 Images are not in sources/. ``image_root`` (or ``$GESTALT_THINGS_IMAGES``) must be a folder in the
 THINGS layout ``<uniqueID>/<file>.jpg``; each concept is shown by the first ``.jpg`` in its folder
@@ -40,10 +43,11 @@ import numpy as np
 
 from ..sources import DataError, Sources
 from .base import Prompt, Stimulus, StimulusSet
-from .montage import majority, montage_of, position_of, position_order, to_positions
+from .montage import (balanced_orders, majority, montage_of, odd_one_out_votes, position_of,
+                      to_positions)
 
 TASK_ID = "similarity.nat.things"
-VERSION = "1"
+VERSION = "2"  # 2: target positions balanced over the scored triplets
 RELEASE = "things"
 TRIPLETS_FILE = "LukasMut-VICE/data/test_triplets.csv"
 SORTINDEX_FILE = "LukasMut-VICE/data/sortindex"
@@ -126,14 +130,15 @@ def build(sources: Sources, seed: int = 0, n_triplets: int | None = None,
     concepts = read_concepts(sources)
     all_votes = read_votes(sources)
     triplets = list(all_votes)
-    order_rng = np.random.default_rng([seed, 0])
-    orders = {t: position_order(order_rng) for t in triplets}
     if n_triplets is not None:
         if not 1 <= n_triplets <= len(triplets):
             raise ValueError(f"{TASK_ID}: n_triplets must be in 1..{len(triplets)}, got {n_triplets}")
         keep = np.sort(np.random.default_rng([seed, 1]).choice(len(triplets), n_triplets,
                                                                 replace=False))
         triplets = [triplets[i] for i in keep]
+    majorities = [majority(all_votes[t]) for t in triplets]
+    # balanced over the triplets actually scored, so the position floor is ceil(n/3)/n
+    orders = balanced_orders([odd for odd, _ in majorities], np.random.default_rng([seed, 0]))
 
     root = image_root or os.environ.get(IMAGE_ENV) or None
     if root is not None:
@@ -144,11 +149,9 @@ def build(sources: Sources, seed: int = 0, n_triplets: int | None = None,
     missing_image = partial(_unavailable_image, UNAVAILABLE)
 
     stimuli = []
-    for triplet in triplets:
-        order = orders[triplet]
+    for triplet, order, (odd, tied) in zip(triplets, orders, majorities):
         v = all_votes[triplet]
         shown = to_positions(triplet, order)
-        odd, tied = majority(v)
         target = position_of(odd, order)
         if root is not None:
             parts = tuple(concept_image(root, concepts[c]) for c in shown)
@@ -179,13 +182,8 @@ def build(sources: Sources, seed: int = 0, n_triplets: int | None = None,
         human_ref_id="hebart2020.things_noise_ceiling",
         prompt=PROMPT,
         options=(1, 2, 3),
-        human={
-            "primary_target": "majority",
-            "stimulus_ids": np.array([s.stimulus_id for s in stimuli]),
-            "target_majority": np.array([s.human_target for s in stimuli]),
-            "majority_tied": np.array([bool(s.meta["majority_tied_positions"]) for s in stimuli]),
-            "votes": np.array([s.meta["votes"] for s in stimuli]),
-        },
+        human=odd_one_out_votes([s.stimulus_id for s in stimuli], [all_votes[t] for t in triplets],
+                                orders, {"majority": [odd for odd, _ in majorities]}),
         seed=seed,
         unavailable=None if root is not None else UNAVAILABLE,
     )
