@@ -235,4 +235,19 @@ def summary_table(results: list[BatteryResult]) -> str:
     def line(row):
         return "  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip()
 
-    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
+    table = [line(header), line(["-" * w for w in widths]), *map(line, rows)]
+    return "\n".join(table + human_reference_lines(results))
+
+
+def human_reference_lines(results: list[BatteryResult]) -> list[str]:
+    """The human references once per task (they do not depend on the model), each with the first
+    clause of its method: what it is, and for a cited constant, where it comes from."""
+    seen: dict[str, str] = {}
+    for r in results:
+        for task_id, scores in r.scores.items():
+            for s in scores:
+                key = f"{task_id}  {s.name}"
+                if s.name.startswith("human_") and key not in seen:
+                    ci = f" [{s.ci_low:.3f}, {s.ci_high:.3f}]" if s.ci_low is not None else ""
+                    seen[key] = f"{key}  {s.value:.3f}{ci}  {s.method.split(';')[0]}"
+    return ["", "human references:", *seen.values()] if seen else []

@@ -227,3 +227,30 @@ def test_retest_reliability_of_a_stable_and_a_random_model():
     assert split_half_reliability(stable, n_splits=200, seed=0)[0] > 0.6
     coin = (rng.random((10, 200)) < 0.5).astype(float)
     assert abs(split_half_reliability(coin, n_splits=200, seed=0)[0]) < 0.3
+
+
+def test_model_difference_test_is_labelled_an_approximation():
+    result = model_difference_test(*synthetic_trials(effect=0.8, seed=11))
+    assert result.method.startswith("approximation of the paper's mixed-effects logistic model")
+
+
+def test_ggr_gap_and_error_pattern_marked_format_mismatched(sources):
+    """GGR's default human sample answered a multiple-choice conversion of the numeric items
+    (SOURCE.md: 'converted by the lab'); models answer them open-ended, so the human-relative
+    scores say so. The CogSci-2024 groups answered the open format: no mark there."""
+    from harness.stimuli import chart6
+
+    default = chart6.build_ggr(sources)
+    open_items = sum(s.meta["options"] == [] for s in default.test)
+    assert open_items == 9  # the numeric items models answer open-ended
+    records = [record(s, 0, s.ground_truth) for s in default.test]
+    s = by_name(score_chart6(records, default, seed=0, n_boot=100, n_splits=50))
+    for name in ("gap_all", "gap_valid", "error_r_all", "error_r_valid"):
+        if name in s:
+            assert "format-mismatched" in s[name].method and s[name].extra["format_mismatch"]
+    assert "format-mismatched" in s["gap_all"].method
+    assert "format-mismatched" not in s["accuracy_all"].method
+    math3 = chart6.build_ggr(sources, human_sample="cogsci2024_math_3")
+    recs = [record(x, 0, x.ground_truth) for x in math3.test]
+    assert all("format-mismatched" not in x.method
+               for x in score_chart6(recs, math3, seed=0, n_boot=100, n_splits=50))

@@ -47,8 +47,8 @@ def battery_scores(level: float, nulls: int = 0) -> dict[str, list[Score]]:
         sc("B_majority", bk - 0.05, 120, floor=0.36, ceiling=0.78,
            extra={"reference": "majority", "position_shares": [0.30, 0.34, 0.36],
                   "human_vs_reference": 0.78, "B_full_low": bk - 0.05, "B_full_high": bk - 0.05}),
-        sc("human_majority_agreement", 0.78, 120, ci=0.02),
-        sc("human_loo_agreement", 0.74, 120, ci=0.02),
+        sc("human_majority_split_half", 0.78, 120, ci=0.02),
+        sc("human_individual_agreement_loo", 0.74, 120, ci=0.02),
     ]
     a = [max(0.0, min(1.0, 1.1 - k * (0.05 + 0.04 * (1 - level)))) for k in range(1, 21)]
     cap = next((k for k in range(1, 21) if a[k - 1] < 0.5), 21) - 1

@@ -33,16 +33,28 @@ def interior_colours(image):
 
 
 def test_splits_and_k_design(stimset):
+    """Issue 10 s3: at least 10 test trials per k, over a grid below, inside and above 6-12."""
     test, train = stimset.test, stimset.train
-    assert len(test) == 40 and len(train) == 200
+    assert len(test) == 200 and len(train) == 200
     ks = [s.ground_truth for s in test]
-    assert min(ks) == 1 and max(ks) >= 16
-    assert sorted(set(ks)) == list(range(1, 21)) and all(ks.count(k) == 2 for k in set(ks))
+    assert min(ks) < 6 and max(ks) > 12
+    assert sorted(set(ks)) == list(range(1, 21)) and all(ks.count(k) == 10 for k in set(ks))
     assert all(s.manipulated_value == s.ground_truth for s in stimset.stimuli)
     assert stimset.response_space == "count" and stimset.options == tuple(range(1, 21))
-    assert stimset.human["capacity_band"] == (6, 12)
+    assert (stimset.human.low, stimset.human.high) == (6, 12)
     assert not {s.stimulus_id for s in test} & {s.stimulus_id for s in train}
     assert not {s.sha256 for s in test} & {s.sha256 for s in train}
+
+
+def test_paper40_variant_keeps_the_papers_design(sources):
+    from harness.stimuli.registry import get_task
+
+    paper = get_task("similarity.chart.series_count:paper40").build(sources, seed=0, n_train=0)
+    ks = [s.ground_truth for s in paper.test]
+    assert len(ks) == 40 and all(ks.count(k) == 2 for k in range(1, 21))
+    assert paper.task_id == "similarity.chart.series_count:paper40"
+    with pytest.raises(ValueError, match="design"):
+        series_count.build(None, design="paper41")
 
 
 def test_each_plot_shows_k_colours_and_the_point_rule(stimset):
@@ -73,12 +85,13 @@ def test_palette_is_tableau20():
     assert series_count.PALETTE == tuple(matplotlib.colors.to_hex(c) for c in tab20)
 
 
-def test_deterministic_and_seed_changes_plots_not_targets(stimset):
-    again = series_count.build(None, seed=0)
+def test_deterministic_and_seed_changes_plots_not_targets():
+    stimset = series_count.build(None, seed=0, n_test=40, n_train=20)
+    again = series_count.build(None, seed=0, n_test=40, n_train=20)
     assert again.sha256 == stimset.sha256
     for a, b in zip(stimset.test[:4], again.test[:4]):
         assert png_bytes(a.image) == png_bytes(b.image)
-    other = series_count.build(None, seed=1)
+    other = series_count.build(None, seed=1, n_test=40, n_train=20)
     assert [s.ground_truth for s in other.stimuli] == [s.ground_truth for s in stimset.stimuli]
     assert [s.stimulus_id for s in other.stimuli] == [s.stimulus_id for s in stimset.stimuli]
     assert all(png_bytes(a.image) != png_bytes(b.image)
