@@ -24,8 +24,16 @@ from typing import Any
 import numpy as np
 
 from ..stimuli.base import ObserverPanel, StimulusSet
-from .bootstrap import (N_BOOT_DEFAULT, N_BOOT_KAPPA, Statistic, bootstrap, paired_difference,
-                        percentile_ci, recentred_ci, resample_indices)
+from .bootstrap import (
+    N_BOOT_DEFAULT,
+    N_BOOT_KAPPA,
+    Statistic,
+    bootstrap,
+    paired_difference,
+    percentile_ci,
+    recentred_ci,
+    resample_indices,
+)
 from .record import Score
 
 _EPS = 1e-12
@@ -157,6 +165,11 @@ def parseable(records: list[dict]) -> tuple[list[dict], int]:
 
 # -- the silhouette scorer ----------------------------------------------------------------------
 
+def best_constant(targets: list[Any]) -> float:
+    """What always giving the most frequent target scores: a constant answer's floor."""
+    return max(targets.count(t) for t in set(targets)) / len(targets)
+
+
 # The paper's observer ranges on its (unidentified) split, to compare with this split's.
 PAPER_RANGES = {"kappa_pairwise": (0.150, 0.812), "kappa_loo": (0.313, 0.616),
                 "accuracy": (0.59, 0.84)}
@@ -202,7 +215,6 @@ def score_classification_vs_observers(records: list[dict], stimset: StimulusSet,
     version = stimset.version
     truth = [s.ground_truth for s in test]
     modal = [s.human_target for s in test]
-    best_constant = lambda targets: max(targets.count(t) for t in set(targets)) / len(targets)  # noqa: E731
 
     # human references describe the panel on the full test split
     human_all = observer_correct

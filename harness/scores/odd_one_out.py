@@ -45,7 +45,13 @@ import numpy as np
 
 from ..stimuli.base import OddOneOutVotes, StimulusSet
 from .agreement import mean_stat, null_bracket, parseable
-from .bootstrap import N_BOOT_DEFAULT, bootstrap, percentile_ci, recentred_ci, resample_indices
+from .bootstrap import (
+    N_BOOT_DEFAULT,
+    bootstrap,
+    percentile_ci,
+    recentred_ci,
+    resample_indices,
+)
 from .record import Score
 
 POSITIONS = (1, 2, 3)
@@ -169,7 +175,7 @@ def score_odd_one_out(records: list[dict], stimset: StimulusSet, *, seed: int = 
         sid = r["stimulus_id"]
         if sid not in index:
             raise ValueError(f"{stimset.task_id}: record for unknown stimulus {sid!r}")
-        expected = test[index[sid]].option_order
+        expected = test[index[sid]].option_order or ()
         if r.get("option_order") is not None and tuple(r["option_order"]) != tuple(expected):
             raise ValueError(f"{stimset.task_id}/{sid}: record option_order {r['option_order']} "
                              f"!= the stimulus' {list(expected)}; responses refer to another montage")

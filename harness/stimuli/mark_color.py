@@ -39,8 +39,14 @@ from PIL import Image, ImageDraw
 
 from ..sources import DataError, Sources
 from .base import Prompt, Stimulus, StimulusSet
-from .montage import (balanced_orders, majority, montage_of, odd_one_out_votes, position_of,
-                      to_positions)
+from .montage import (
+    balanced_orders,
+    majority,
+    montage_of,
+    odd_one_out_votes,
+    position_of,
+    to_positions,
+)
 
 TASK_ID = "similarity.chart.mark_color"
 VERSION = "2"  # 2: target positions balanced 40/40/40

@@ -103,7 +103,7 @@ def build(sources: Sources, seed: int = 0) -> StimulusSet:
                     meta={"image": f"{cls}{n}", "observer_responses": responses},
                 ))
     test = [s for s in stimuli if s.split == "test"]
-    responses = np.array([s.meta["observer_responses"] for s in test], dtype=object)
+    answers = np.array([s.meta["observer_responses"] for s in test], dtype=object)
     return StimulusSet(
         task_id=TASK_ID,
         version=VERSION,
@@ -114,8 +114,8 @@ def build(sources: Sources, seed: int = 0) -> StimulusSet:
         options=CLASSES,
         human=ObserverPanel(
             observers=tuple(observers),
-            correct=(responses == np.array([s.ground_truth for s in test], dtype=object)[:, None]).T,
-            responses=responses,
+            correct=(answers == np.array([s.ground_truth for s in test], dtype=object)[:, None]).T,
+            responses=answers,
             n_classes=len(CLASSES),
             split=SPLIT,
             missing=NO_RESPONSE,

@@ -43,8 +43,14 @@ import numpy as np
 
 from ..sources import DataError, Sources
 from .base import Prompt, Stimulus, StimulusSet
-from .montage import (balanced_orders, majority, montage_of, odd_one_out_votes, position_of,
-                      to_positions)
+from .montage import (
+    balanced_orders,
+    majority,
+    montage_of,
+    odd_one_out_votes,
+    position_of,
+    to_positions,
+)
 
 TASK_ID = "similarity.nat.things"
 VERSION = "2"  # 2: target positions balanced over the scored triplets
