@@ -23,9 +23,10 @@ Sources and their caveats (see each folder's SOURCE.md):
   ``holf-multi/responses.csv`` and ``chartqa-human/responses.csv`` (columns ``participant_id,
   question, image_file, response``). Without them the task is returned with ``unavailable`` set.
   ChartQA-Human's ``generated_source`` column is unreliable (SOURCE.md) and is not used.
-  The paper describes ChartQA-Human as numeric items only, but 31 of these 125 answers are not
-  numbers ("Yes", "UK", "2015/16", ...); they are kept and scored by ChartQA's own convention,
-  exact match after normalisation (the other 94 by relaxed accuracy).
+  The paper uses ChartQA-Human's numeric items only: 31 of these 125 answers are not numbers
+  ("Yes", "UK", "2015/16", ...). The default ``items='numeric'`` keeps the 94 whose answer is a
+  number (read from the answers: the file's ``q_type`` column is inverted); ``items='all'`` keeps
+  all 125, the text answers scored by ChartQA's own convention, exact match after normalisation.
 
 Human reference (``StimulusSet.human``; per-item proportion correct also as ``human_target``):
 
@@ -39,9 +40,12 @@ Human reference (``StimulusSet.human``; per-item proportion correct also as ``hu
   CogSci-2024 per-item median normalised errors, is a different sample and measure (its r with
   these trials is 0.49-0.59, SOURCE.md) and cannot give proportion correct, so it is not used.
 
-``human`` keys: ``sample``, ``item_ids`` (stimulus order), ``prop_correct`` (NaN where an item has
-no human data); with per-participant data also ``participants``, ``participant_correct``
-(participants x items, 1/0, NaN where a person did not see the item) and ``n_responses``.
+``human`` is a :class:`~harness.stimuli.base.LiteracyItems`: ``sample``, ``item_ids`` (stimulus
+order), ``prop_correct`` (NaN where an item has no human data); with per-participant data also
+``participants``, ``participant_correct`` (participants x items, 1/0, NaN where a person did not
+see the item) and ``n_responses``. GGR's default sample answered a multiple-choice conversion of
+its 9 numeric items while models answer them open-ended, so it carries ``format_mismatch`` and the
+human-relative scores say so; ChartQA-Human keeps its 94 numeric items by default (``items``).
 """
 
 from __future__ import annotations
