@@ -117,9 +117,9 @@ def test_grape_canvas_axes_and_ticks(pools):
         assert tuple(img[0, 149]) == tuple(c.background[0])
         lefts = [2 + 9 * k + (4 if k >= 5 else 0) for k in range(10)] if t == 1 else [10, 60]
         width = 7 if t == 1 else 30
-        for x in lefts:  # x ticks under each element's centre, rows 120-122
+        for x in lefts:  # x ticks under each element's centre, rows 120-123
             xt = int(x + width / 2 + 0.5) + 35
-            assert (img[120:123, xt] == 0).all()
+            assert (img[120:124, xt] == 0).all()
             assert (img[123:132, xt - 4:xt + 5] != img[0, 149]).any()  # its label, from row 123
         assert (img[120:123, 35 + lefts[0] - 1] == img[0, 149]).all()  # no tick between elements
 
@@ -562,12 +562,60 @@ def test_parameter_space_recipe_runs_the_four_steps_as_task_variants(sources, ca
         assert f"  {t}: readout regression, 20 test x 1 rep(s) = 20 trials, probe-train 40" in out
 
 
+# -- the authors' own example chart -----------------------------------------------------------------
+
+def _example_cell(sources, row: int, col: int) -> np.ndarray:
+    """One 150 x 150 chart of the authors' example grid (examples/fig_example.png: cells 150 px,
+    columns at x 0, 165, 328, 493, 656, rows every 156 px; transparent between them)."""
+    from PIL import Image
+
+    grid = np.asarray(Image.open(sources.path("grape", "examples/fig_example.png")).convert("RGB"))
+    x = (0, 165, 328, 493, 656)[col]
+    return grid[156 * row:156 * row + 150, x:x + 150]
+
+
+def test_authors_example_type1_chart_is_reproduced(sources):
+    """GRAPE's IID type-1 example chart (top-left of fig_example.png), re-drawn from the
+    parameters read off its pixels: every pixel outside the text boxes is identical, and every
+    text (title, axis titles, tick labels) sits exactly where the authors' code puts it."""
+    ex = _example_cell(sources, 0, 0)
+    bg = ex[5, 5]
+    lefts = layout.element_lefts(1, 7, 1, -1)
+    heights = [119 - next(y for y in range(20, 119) if (ex[y, 38 + x] != bg).any()) for x in lefts]
+    dots = [k for k, x in enumerate(lefts) if (ex[114, 38 + x] == 0).all()]
+    assert heights == [22, 63, 41, 50, 57, 12, 31, 82, 71, 27] and dots == [8, 9]
+    one = lambda v, dt=np.int16: np.array([v], dt)  # noqa: E731
+    charts = grape.GrapeCharts(
+        1, one(heights), one(heights), one(dots, np.int8), one(bg, np.uint8),
+        one([ex[116, 38]] * 5, np.uint8), one(ex[119 - heights[0], 38], np.uint8), one(7), one(-1),
+        one(1), one(5), one(0), one(np.nan, np.float32), one(12),
+        one([WORDS.index(w) for w in ("tuesday", "angles", "validation")]))
+    ours = render.render(charts)[0].astype(int)
+    text = np.zeros((150, 150), bool)
+    for op in [*layout.static_ops(layout.static_key(charts, 0)), *layout.grape_title_ops(charts, 0)]:
+        if op[0] == layout.TEXT:
+            _, word, size, rotated, x, y = op
+            l, t, r, b = layout.text_bbox(word, size)
+            w, h = (b - t, r - l) if rotated else (r - l, b - t)
+            text[y - 1:y + h + 1, x - 1:x + w + 1] = True  # a pixel of hinting either side
+    diff = np.abs(ours - ex.astype(int)).max(axis=2)
+    assert (diff[~text] == 0).all()
+    # inside the text boxes only the glyphs' rasterisation differs (Arimo vs Arial hinting):
+    # the ink lies in the same boxes, with a similar amount of it
+    ink_ex, ink_ours = 255 - ex.astype(int).mean(axis=2), 255 - ours.mean(axis=2)
+    assert ink_ex[~text].sum() == pytest.approx(ink_ours[~text].sum())
+    assert ink_ours[text].sum() == pytest.approx(ink_ex[text].sum(), rel=0.15)
+    for word_box in (text[:20], text[130:], text[:, :14]):  # title, x-axis title, y-axis title bands
+        assert word_box.any()
+
+
 # -- the renderer's version names its pixels -------------------------------------------------------
 
 # Stimulus hashes (and so trial cache keys) name a chart by its parameters and RENDER_VERSION
 # (render.ChartImage.content_hash), not by its pixels. Pixels of a fixed set of charts of every
 # generator and type, per renderer version: a change of any pixel must come with a new version.
-PIXELS = {"1": "56db099577bad43f603002708c3fa0bf8992daaeb2e5c6d872f22ec8766390d2"}
+PIXELS = {"1": "56db099577bad43f603002708c3fa0bf8992daaeb2e5c6d872f22ec8766390d2",
+          "2": "a79c4f5493f384409852857b07dc3163190c3983cc3654541f10ecb54fa748e0"}
 
 
 def test_render_version_pins_the_pixels(sources, pools):

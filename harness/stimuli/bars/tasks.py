@@ -30,7 +30,7 @@ from .haehn import sample_haehn_splits
 from .humans import human_references
 from .render import ChartImage
 
-VERSION = "1"
+VERSION = "2"  # 2: renderer 2 (GRAPE's fonts and text origins), levels option
 PROMPT = Prompt(
     prompt_id="ratio.chart.v1",
     text=("What percentage is the smaller of the two marked bars of the larger one? "
