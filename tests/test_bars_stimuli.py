@@ -562,6 +562,37 @@ def test_parameter_space_recipe_runs_the_four_steps_as_task_variants(sources, ca
         assert f"  {t}: readout regression, 20 test x 1 rep(s) = 20 trials, probe-train 40" in out
 
 
+def test_levels_config_or_paper(sources, pools):
+    """``levels: paper`` swaps in the paper's title, lightness and bar-length levels; every other
+    parameter keeps the released config's levels."""
+    config = {(lv.parameter, lv.level) for lv in grape.perturbation_levels(sources, 1, "config")}
+    paper_levels = grape.perturbation_levels(sources, 1, "paper")
+    paper = {(lv.parameter, lv.level) for lv in paper_levels}
+    by = lambda levels, p: sorted(lv for q, lv in levels if q == p)  # noqa: E731
+    assert by(config, "title_position") == [0.05, 0.2, 0.35, 0.5, 0.65, 0.8, 0.95]
+    assert by(paper, "title_position") == sorted(f"centre{d:+.2f}" for d in (-.45, -.3, -.15, .15, .3, .45))
+    assert 5.0 in by(config, "background_lightness") and max(by(paper, "background_lightness")) < 0
+    assert -5.0 in by(config, "stroke_lightness") and min(by(paper, "stroke_lightness")) > 0
+    assert by(paper, "bar_length") == ["1-10", "1-10+94-101", "94-101"]
+    for p in ("bar_width", "bar_lightness", "stroke_width", "dot_position", "title_font_size"):
+        assert by(paper, p) == by(config, p)
+    # the paper's title moves the centred title by a share of the width; its bar lengths reach 100
+    base = _charts(pools, 1, 20)
+    shifted = grape.apply_settings(base, next(lv.settings for lv in paper_levels if lv.level == "centre+0.30"),
+                                   np.random.default_rng(0))
+    for i in range(3):
+        ops = [layout.grape_title_ops(c, i)[-1] for c in (base, shifted)]
+        assert ops[1][4] - ops[0][4] in (44, 45, 46) and ops[1][5] == ops[0][5]  # 0.30 * 150 = 45 px right
+    long = grape.apply_settings(base, {"values.valueRange": [94, 101]}, np.random.default_rng(0))
+    assert long.values.min() >= 94 and long.values.max() == 100
+    ss = build_grape(sources, 0, chart_type=1, n_train=2, n_val=2, n_test=4, n_ood=2,
+                     ood=["title_position"], levels="paper")
+    assert {s.manipulated_value["level"] for s in ss.test if s.manipulated_value} == \
+        {f"centre{d:+.2f}" for d in (-.45, -.3, -.15, .15, .3, .45)}
+    with pytest.raises(ValueError, match="levels must be one of"):
+        build_grape(sources, 0, n_train=2, n_val=2, n_test=2, n_ood=1, levels="prose")
+
+
 # -- the authors' own example chart -----------------------------------------------------------------
 
 def _example_cell(sources, row: int, col: int) -> np.ndarray:
@@ -588,7 +619,7 @@ def test_authors_example_type1_chart_is_reproduced(sources):
     charts = grape.GrapeCharts(
         1, one(heights), one(heights), one(dots, np.int8), one(bg, np.uint8),
         one([ex[116, 38]] * 5, np.uint8), one(ex[119 - heights[0], 38], np.uint8), one(7), one(-1),
-        one(1), one(5), one(0), one(np.nan, np.float32), one(12),
+        one(1), one(5), one(0), one(np.nan, np.float32), one(0, np.float32), one(12),
         one([WORDS.index(w) for w in ("tuesday", "angles", "validation")]))
     ours = render.render(charts)[0].astype(int)
     text = np.zeros((150, 150), bool)

@@ -34,7 +34,8 @@ GRAPE geometry (reference/grape-generation.md 3.1-3.3). The 100 x 100 plot area 
   origin (30 - W, tick row - H / 2); x-axis title origin (85 - W / 2, 135); y-axis title drawn
   on the image turned 90 degrees clockwise at origin ((150 - W) / 2, 3), so it reads upwards
   along the left edge; chart title size ``title_size`` at origin ((150 - W) / 2, (20 - H) // 2),
-  or x = ``title_left`` * 150 for a left-anchored title.
+  or x = ``title_left`` * 150 for a left-anchored title (``title_shift`` * 150 added to a centred
+  title's x: the paper's title levels).
 Fonts: GRAPE uses Arial (9 px axis text, 12 px title), which may not be redistributed; Arimo
 (package fontpkg-arimo, SIL OFL) has Arial's metrics, so every text box has Arial's size and
 place (docs/grape-generator-audit.md compares both with the authors' example charts).
@@ -212,7 +213,7 @@ def grape_title_ops(c: GrapeCharts, i: int) -> list[tuple]:
     size = int(c.title_size[i])
     tw, th = text_extent(title, size)
     left = float(c.title_left[i])
-    tx = (SIZE - tw) / 2 if np.isnan(left) else left * SIZE
+    tx = (SIZE - tw) / 2 + float(c.title_shift[i]) * SIZE if np.isnan(left) else left * SIZE
     xw, _ = text_extent(xtitle, AXIS_FONT)
     yw, _ = text_extent(ytitle, AXIS_FONT)
     return [text_at(xtitle, AXIS_FONT, X_TITLE_CENTRE - xw / 2, X_TITLE_TOP),

@@ -24,7 +24,7 @@ import numpy as np
 from ...sources import Sources
 from ..base import Prompt, Stimulus, StimulusSet
 from .colours import load_pools
-from .grape import (PARAMETERS, apply_mixture, apply_settings, check_type, mixture,
+from .grape import (LEVEL_FORMS, PARAMETERS, apply_mixture, apply_settings, check_type, mixture,
                     perturbation_levels, sample_grape)
 from .haehn import sample_haehn_splits
 from .humans import human_references
@@ -88,14 +88,19 @@ def _select_levels(levels, ood) -> list:
 
 def build_grape(sources: Sources, seed: int = 0, *, chart_type: int = 1, n_train: int = 5000,
                 n_val: int = 1000, n_test: int = 1000, ood: Any = "all", n_ood: int = 100,
-                augment: str | None = None, mask: bool = False) -> StimulusSet:
+                augment: str | None = None, mask: bool = False, levels: str = "config") -> StimulusSet:
     """GRAPE standard charts of one type.
 
+    ``levels``: the OOD levels, "config" (the released generator configs, GRAPE's own test
+    sets and user study) or "paper" (the levels the paper's text describes; see
+    grape.perturbation_levels for the differences).
     ``augment``: a GRAPE augmentation mixture (grape.MIX_NAMES, bar types) applied to train and
     val. ``mask``: images get the marked bars' segmentation mask as alpha (RGBA), GRAPE's
     mask variant for CNNs.
     """
     chart_type = check_type(chart_type)
+    if levels not in LEVEL_FORMS:
+        raise ValueError(f"levels must be one of {', '.join(LEVEL_FORMS)}, got {levels!r}")
     if n_ood > n_test:
         raise ValueError(f"n_ood ({n_ood}) cannot exceed n_test ({n_test}): OOD charts perturb test charts")
     pools = load_pools(sources)
@@ -117,7 +122,7 @@ def build_grape(sources: Sources, seed: int = 0, *, chart_type: int = 1, n_train
     stimuli += test_stimuli
     base = test.take(np.arange(n_ood))
     base_ids = [s.stimulus_id for s in test_stimuli[:n_ood]]
-    for lv in _select_levels(perturbation_levels(sources, chart_type), ood):
+    for lv in _select_levels(perturbation_levels(sources, chart_type, levels), ood):
         rng = _rng(seed, chart_type, _level_stream(lv.parameter, lv.level))
         charts = apply_settings(base, lv.settings, rng, f"{lv.grape_parameter} {lv.testdata}")
         stimuli += _stimuli(charts, tag, f"ood-{lv.parameter}-{lv.level}", "test", mask, "grape",
