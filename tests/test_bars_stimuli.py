@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from harness.stimuli.bars import colours, grape, haehn, layout, pil_reference, render
-from harness.stimuli.bars.humans import CONDITIONS, human_references
+from harness.stimuli.bars.humans import condition_levels, human_references
 from harness.stimuli.bars.tasks import build_grape, build_haehn
 from harness.stimuli.bars.words import WORDS
 from harness.stimuli.registry import TASKS
@@ -56,33 +56,41 @@ def test_lightness_shift_round_trip():
 def test_human_references_equal_the_source_tables(sources):
     haehn_rows = list(csv.DictReader(open(sources.path("haehn-perception", "human_mlae_position_length.csv"))))
     grape_rows = list(csv.DictReader(open(sources.path("grape", "derived/user_study_mlae_by_type_condition_digitized.csv"))))
+    conditions = [r["condition"] for r in csv.DictReader(open(sources.path("grape", "derived/user_study_conditions.csv")))]
     for t in range(1, 6):
         refs = human_references(sources, t)
         cm = next(r for r in haehn_rows if r["source"].startswith("Cleveland") and int(r["cm_type"]) == t)
         hb = next(r for r in haehn_rows if r["source"].startswith("Heer") and int(r["cm_type"]) == t)
-        for key, row in (("cleveland_mcgill_1984", cm), ("heer_bostock_2010", hb)):
+        for ref, row in ((refs.cleveland_mcgill_1984, cm), (refs.heer_bostock_2010, hb)):
             half = float(row["ci95_halfwidth"])
-            assert refs[key]["mlae"] == float(row["mlae_mean"])
-            assert refs[key]["ci_low"] == pytest.approx(float(row["mlae_mean"]) - half)
-            assert refs[key]["ci_high"] == pytest.approx(float(row["mlae_mean"]) + half)
-        mine = refs["grape_user_study"]["conditions"]
+            assert ref.mlae == float(row["mlae_mean"]) and ref.form == "midmean"
+            assert ref.ci_low == pytest.approx(float(row["mlae_mean"]) - half)
+            assert ref.ci_high == pytest.approx(float(row["mlae_mean"]) + half)
+        mine = refs.grape_user_study
         theirs = {r["condition"]: r for r in grape_rows if r["agent"] == "human" and int(r["inferred_cm_type"]) == t}
-        assert set(mine) == set(theirs) == set(CONDITIONS)
+        assert set(mine) == set(theirs) == set(conditions)
         for cond, row in theirs.items():
-            assert (mine[cond]["mlae"], mine[cond]["ci_low"], mine[cond]["ci_high"]) == (
-                float(row["mlae_mean"]), float(row["ci95_low"]), float(row["ci95_high"]))
+            assert (mine[cond].mlae, mine[cond].ci_low, mine[cond].ci_high, mine[cond].form) == (
+                float(row["mlae_mean"]), float(row["ci95_low"]), float(row["ci95_high"]), "mean")
+        assert not human_references(sources, t, "haehn").grape_user_study  # people never saw Haehn's charts
     # the five Cleveland-McGill values SOURCE.md quotes
-    assert [human_references(sources, t)["cleveland_mcgill_1984"]["mlae"] for t in range(1, 6)] == \
+    assert [human_references(sources, t).cleveland_mcgill_1984.mlae for t in range(1, 6)] == \
         [1.40, 1.72, 1.84, 2.35, 2.72]
 
 
-def test_condition_levels_follow_the_conditions_table(sources):
-    rows = {r["condition"]: r for r in csv.DictReader(open(sources.path("grape", "derived/user_study_conditions.csv")))}
-    for cond, (_, bar_level, stack_level) in CONDITIONS.items():
-        text = rows[cond]["bar_chart_types_1_and_3"] + " " + rows[cond]["stacked_types_2_4_5"]
-        for level in (bar_level, stack_level):
-            if isinstance(level, (int, float)) and not isinstance(level, bool):
-                assert f"{abs(level):g}" in text, (cond, level, text)
+def test_condition_levels_are_read_from_the_conditions_table(sources):
+    """Each user-study condition is tied to the OOD level whose settings its description in
+    derived/user_study_conditions.csv names (reference 4.1's table, written out here)."""
+    bars = {"Standard": (None, None), "Title position": ("title_position", 0.05),
+            "Stroke width": ("stroke_width", 2), "Bar width": ("bar_width", 5),
+            "Bkgd color": ("background_lightness", -25.0), "Stroke color": ("stroke_lightness", 25.0),
+            "Bar color": ("bar_lightness", -15.0), "Bar length": ("bar_length", "both"),
+            "dot position": ("dot_position", 2)}
+    stacks = {**bars, "Bar width": ("bar_width", 27), "dot position": ("dot_position", 3)}
+    for t in range(1, 6):
+        assert condition_levels(sources, t) == (bars if t in (1, 3) else stacks)
+    levels = {(lv.parameter, lv.level) for lv in grape.perturbation_levels(sources, 2)}
+    assert set(stacks.values()) - {(None, None)} <= levels
 
 
 def test_levels_are_those_of_perturbation_levels_csv(sources):

@@ -135,9 +135,9 @@ def test_scorer_perfect_and_human_references(grape_set, sources):
     for name in ("mlae", "mlae_midmean", "mlae_haehn"):
         assert scores[name].value == pytest.approx(-3.0) and scores[name].n == 80 and scores[name].nulls == 0
         assert scores[name].floor > 3.5 and scores[name].ceiling is None
-    refs = grape_set.human["references"]
-    standard = refs["grape_user_study"]["conditions"]["Standard"]
-    assert scores["mlae"].extra["human"]["grape_user_study"]["mlae"] == standard["mlae"]
+    standard = grape_set.human.standard
+    assert scores["mlae"].extra["human"]["grape_user_study"]["mlae"] == standard.mlae
+    assert "midmean" in scores["mlae_midmean"].method and "user study" in scores["mlae"].method
     assert scores["mlae_midmean"].extra["human"]["cleveland_mcgill_1984"]["mlae"] == 1.40
     assert scores["mlae_minus_human"].value == pytest.approx(-3.0 - 1.391)
     assert scores["mlae_midmean_minus_human"].value == pytest.approx(-3.0 - 1.40)

@@ -18,8 +18,18 @@ suggests the other scale. Delta-MLAE (GRAPE Eq. 3) is MLAE(OOD) - MLAE(IID) on p
 LAEs is checked with D'Agostino-Pearson (``scipy.stats.normaltest``), and parameters' deviations
 are compared with Student's t-tests, as GRAPE does.
 
-Human references (StimulusSet.human['references'], loaded from the sources by
-stimuli/bars/humans.py) go in each Score's ``extra``, never in ``ceiling``: people are not an
+Midmean or mean: GRAPE's Eq. 1 defines MLAE as a midmean (2/n times the sum of the sorted log
+errors n/4+1 .. 3n/4, Cleveland & McGill's summary), but the authors' code and every GRAPE
+figure (user study and CNNs alike) use the plain mean of the per-trial log errors. The two
+differ by several tenths on the same errors (the midmean drops both tails), so each human
+reference is compared only with the form it was published in (``HUMAN_FOR_FORM``):
+``mlae`` (mean) with GRAPE's user study and progressive studies (digitised from the authors'
+figures); ``mlae_midmean`` with Cleveland & McGill 1984 and Heer & Bostock 2010 (midmeans as
+Haehn et al. tabulate them); ``mlae_haehn`` with none (Haehn's per-network form has no human
+counterpart). Every score's ``method`` names its form.
+
+Human references (StimulusSet.human, a stimuli.bars.humans.MLAEReferences loaded from the
+sources) go in each Score's ``extra``, never in ``ceiling``: people are not an
 upper bound on this task (GRAPE's CNNs beat them IID). ``floor`` is chance: the same MLAE form
 for guesses uniform on [0, 1] over the same truths (mean of ``CHANCE_DRAWS`` seeded draws),
 about 4.7 in Haehn's form as Haehn reports. ``mlae_minus_human`` scores give model minus human
@@ -39,6 +49,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats
 
+from ..stimuli.bars.humans import MLAEReferences
 from ..stimuli.bars.render import target_masks
 from ..stimuli.base import StimulusSet, by_id
 from .bootstrap import N_BOOT_DEFAULT, bootstrap
@@ -51,8 +62,10 @@ CHANCE_DRAWS = 200
 GRADCAM_THRESHOLD = 200
 TTEST_ALPHA = 0.05
 FORMS: dict[str, str] = {
-    "grape": "mean over trials of log2(100|e-t|+1/8) (GRAPE)",
-    "cleveland_mcgill": "midmean over trials of log2(100|e-t|+1/8) (Cleveland & McGill 1984)",
+    "grape": ("mean over trials of log2(100|e-t|+1/8) (GRAPE's code and figures; its Eq. 1 is "
+              "written as a midmean); compared with GRAPE's user study"),
+    "cleveland_mcgill": ("midmean over trials of log2(100|e-t|+1/8) (Cleveland & McGill 1984; GRAPE "
+                         "Eq. 1); compared with C&M 1984 and Heer & Bostock 2010"),
     "haehn": "log2(mean 100|e-t| + 0.125) (Haehn et al. 2019)",
 }
 SCORE_NAMES = {"grape": "mlae", "cleveland_mcgill": "mlae_midmean", "haehn": "mlae_haehn"}
@@ -213,28 +226,29 @@ def _level_key(level: Any) -> str:
     return str(level)
 
 
-def _human_for(refs: dict[str, Any], form: str, parameter: str | None, level: Any) -> dict[str, Any]:
-    out = {}
+def _human_for(refs: MLAEReferences, form: str, parameter: str | None, level: Any) -> dict[str, Any]:
+    """The human references a score of this MLAE ``form`` is compared with, as plain values."""
+    out: dict[str, Any] = {}
     for key in HUMAN_FOR_FORM.get(form, ()):
-        ref = refs.get(key)
-        if ref is None:
-            continue
         if key == "grape_user_study":
-            for cond, c in ref["conditions"].items():
-                if c["parameter"] == parameter and c["level"] == level:
-                    out[key] = {"condition": cond, **{k: c[k] for k in ("mlae", "ci_low", "ci_high")}}
+            cond = refs.standard if parameter is None else refs.condition_for(parameter, level)
+            if cond is not None:
+                out[key] = {"condition": cond.condition, **cond.values()}
         elif parameter is None:
-            out[key] = {k: ref[k] for k in ("mlae", "ci_low", "ci_high")}
+            out[key] = refs.published_midmean[key].values()
     if form == "grape" and parameter is not None:
-        for lv in refs.get("grape_progressive", {}).get("levels", []):
-            if lv["parameter"] == parameter and lv["level"] == level:
-                out["grape_progressive"] = {k: lv[k] for k in ("mlae", "ci_low", "ci_high")}
+        lv = refs.progressive_for(parameter, level)
+        if lv is not None:
+            out["grape_progressive"] = lv.values()
     return out
 
 
 def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, seed: int = 0) -> list[Score]:
     version = stimset.version
-    refs = stimset.human.get("references", {})
+    refs = stimset.human
+    if not isinstance(refs, MLAEReferences):
+        raise TypeError(f"{stimset.task_id}: the MLAE scorer needs MLAEReferences as human data, "
+                        f"got {type(refs).__name__}")
     stimuli = by_id(stimset.stimuli)
     groups: dict[tuple, list[dict]] = {}
     for r in records:
@@ -296,10 +310,10 @@ def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, seed: int
         deviations.setdefault(parameter, []).extend(np.abs(o - b).tolist())
         lvl = recs[0]["manipulated_value"]["level"]
         human = _human_for(refs, "grape", parameter, lvl)
-        standard = refs.get("grape_user_study", {}).get("conditions", {}).get("Standard")
+        standard = refs.standard
         extra = {}
         if "grape_user_study" in human and standard:
-            extra["human_delta_mlae"] = round(human["grape_user_study"]["mlae"] - standard["mlae"], 6)
+            extra["human_delta_mlae"] = round(human["grape_user_study"]["mlae"] - standard.mlae, 6)
         for name, absolute, method in (
                 ("delta_mlae", False, "GRAPE Eq. 3: mean over paired charts of LAE(OOD) - LAE(IID)"),
                 ("deviation", True, "mean over paired charts of |LAE(OOD) - LAE(IID)| (GRAPE notebooks)")):

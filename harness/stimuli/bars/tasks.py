@@ -132,8 +132,7 @@ def build_grape(sources: Sources, seed: int = 0, *, chart_type: int = 1, n_train
     return StimulusSet(
         task_id=task_id("grape", chart_type), version=VERSION, response_space="scalar",
         stimuli=stimuli, human_ref_id="grape-user-study", prompt=PROMPT,
-        human={"chart_type": chart_type, "generator": "grape",
-               "references": human_references(sources, chart_type)},
+        human=human_references(sources, chart_type, "grape"),
         seed=seed)
 
 
@@ -158,8 +157,6 @@ def build_haehn(sources: Sources, seed: int = 0, *, chart_type: int = 1, n_train
         task_id=task_id("haehn", chart_type), version=VERSION, response_space="scalar",
         stimuli=stimuli, human_ref_id="cleveland-mcgill-1984", prompt=PROMPT,
         # GRAPE's participants saw GRAPE's charts; Haehn's stimuli are compared with C&M, H&B
-        human={"chart_type": chart_type, "generator": "haehn",
-               "references": {k: v for k, v in human_references(sources, chart_type).items()
-                              if not k.startswith("grape")}},
+        human=human_references(sources, chart_type, "haehn"),
         seed=seed)
 
