@@ -49,10 +49,11 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats
 
+from ..stimuli.bars.authors import RENDERED_BY
 from ..stimuli.bars.humans import MLAEReferences
-from ..stimuli.bars.render import target_masks
+from ..stimuli.bars.render import ChartImage, target_masks
 from ..stimuli.base import StimulusSet, by_id
-from .bootstrap import N_BOOT_DEFAULT, bootstrap
+from .bootstrap import N_BOOT_DEFAULT, bootstrap, resample_indices
 from .record import Score
 
 Scale = Literal["fraction", "percent"]
@@ -158,6 +159,16 @@ def paired_delta(lae_ood: np.ndarray, lae_iid: np.ndarray, n_boot: int = N_BOOT_
     if absolute:
         d = np.abs(d)
     return bootstrap(lambda idx: d[idx].mean(axis=-1), len(d), n_boot, seed)
+
+
+def unpaired_gap(lae_a: np.ndarray, lae_b: np.ndarray, n_boot: int = N_BOOT_DEFAULT,
+                 seed: int = 0) -> tuple[float, float, float]:
+    """mean(lae_a) - mean(lae_b) of two independent chart sets, each resampled on its own."""
+    a, b = np.asarray(lae_a, float), np.asarray(lae_b, float)
+    draws = (a[resample_indices(len(a), n_boot, seed)].mean(axis=1)
+             - b[resample_indices(len(b), n_boot, seed + 1)].mean(axis=1))
+    lo, hi = np.percentile(draws, [2.5, 97.5])
+    return float(a.mean() - b.mean()), float(lo), float(hi)
 
 
 def normality(lae: np.ndarray) -> tuple[float, float]:
@@ -300,6 +311,16 @@ def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, seed: int
                             version=version, extra={"statistic": stat}))
     deviations: dict[str, list[float]] = {}
     for (parameter, level), recs in sorted((k, v) for k, v in groups.items() if k[0] is not None):
+        if parameter == RENDERED_BY:  # the same task's charts from another renderer, not a perturbation
+            other = form_scores(f"{RENDERED_BY}.{level}.", recs, None, None)
+            if other and iid:
+                value, lo, hi = unpaired_gap(np.array(list(other.values())), iid_lae, N_BOOT_DEFAULT, seed)
+                scores.append(Score(
+                    name=f"{RENDERED_BY}.{level}.mlae_gap", value=value, ci_low=lo, ci_high=hi,
+                    n=len(other), nulls=len(recs) - len(other), version=version,
+                    method=(f"MLAE (mean form) on the charts rendered by {level} minus MLAE on the task's "
+                            "own IID test charts; independent percentile bootstraps of both sets")))
+            continue
         prefix = f"ood.{parameter}.{level}."
         ood = form_scores(prefix, recs, parameter, recs[0]["manipulated_value"]["level"])
         pairs = [(v, iid[stimuli[sid].meta["base_id"]]) for sid, v in ood.items()
@@ -343,7 +364,9 @@ def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, seed: int
 def _gradcam_scores(groups, stimset, stimuli, version, seed) -> list[Score]:
     out = []
     for (parameter, level), recs in sorted(groups.items(), key=lambda kv: (kv[0][0] or "", kv[0][1] or "")):
-        with_cam = [(r, cam) for r, cam in ((r, record_cam(r)) for r in recs) if cam is not None]
+        # only generated charts have a known target mask
+        with_cam = [(r, cam) for r, cam in ((r, record_cam(r)) for r in recs) if cam is not None
+                    and isinstance(stimuli[r["stimulus_id"]].image_source, ChartImage)]
         if not with_cam:
             continue
         ious = []

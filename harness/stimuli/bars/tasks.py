@@ -23,6 +23,7 @@ import numpy as np
 
 from ...sources import Sources
 from ..base import Prompt, Stimulus, StimulusSet
+from .authors import authors_test_stimuli
 from .colours import load_pools
 from .grape import (LEVEL_FORMS, PARAMETERS, apply_mixture, apply_settings, check_type, mixture,
                     perturbation_levels, sample_grape)
@@ -88,12 +89,15 @@ def _select_levels(levels, ood) -> list:
 
 def build_grape(sources: Sources, seed: int = 0, *, chart_type: int = 1, n_train: int = 5000,
                 n_val: int = 1000, n_test: int = 1000, ood: Any = "all", n_ood: int = 100,
-                augment: str | None = None, mask: bool = False, levels: str = "config") -> StimulusSet:
+                augment: str | None = None, mask: bool = False, levels: str = "config",
+                authors_test: str | None = None) -> StimulusSet:
     """GRAPE standard charts of one type.
 
     ``levels``: the OOD levels, "config" (the released generator configs, GRAPE's own test
     sets and user study) or "paper" (the levels the paper's text describes; see
-    grape.perturbation_levels for the differences).
+    grape.perturbation_levels for the differences). ``authors_test``: a folder holding a test set
+    rendered by GRAPE's own generator (authors.py): its charts join the test split, scored beside
+    gestalt's IID charts (the MLAE gap between both measures the generator difference).
     ``augment``: a GRAPE augmentation mixture (grape.MIX_NAMES, bar types) applied to train and
     val. ``mask``: images get the marked bars' segmentation mask as alpha (RGBA), GRAPE's
     mask variant for CNNs.
@@ -103,6 +107,8 @@ def build_grape(sources: Sources, seed: int = 0, *, chart_type: int = 1, n_train
         raise ValueError(f"levels must be one of {', '.join(LEVEL_FORMS)}, got {levels!r}")
     if n_ood > n_test:
         raise ValueError(f"n_ood ({n_ood}) cannot exceed n_test ({n_test}): OOD charts perturb test charts")
+    if authors_test is not None and mask:
+        raise ValueError("authors_test: the authors' rendered charts have no target mask; use mask: false")
     pools = load_pools(sources)
     tag = f"grape_type{chart_type}"
     members = mixture(sources, augment, chart_type) if augment else None
@@ -129,6 +135,8 @@ def build_grape(sources: Sources, seed: int = 0, *, chart_type: int = 1, n_train
                             manipulated={"parameter": lv.parameter, "level": lv.level},
                             base_ids=base_ids,
                             meta={"grape_settings": lv.settings, "grape_testdata": lv.testdata})
+    if authors_test is not None:
+        stimuli += authors_test_stimuli(authors_test, tag, chart_type)
     return StimulusSet(
         task_id=task_id("grape", chart_type), version=VERSION, response_space="scalar",
         stimuli=stimuli, human_ref_id="grape-user-study", prompt=PROMPT,
