@@ -603,32 +603,15 @@ def test_levels_config_or_paper(sources, pools):
 
 # -- the authors' own example chart -----------------------------------------------------------------
 
-def _example_cell(sources, row: int, col: int) -> np.ndarray:
-    """One 150 x 150 chart of the authors' example grid (examples/fig_example.png: cells 150 px,
-    columns at x 0, 165, 328, 493, 656, rows every 156 px; transparent between them)."""
-    from PIL import Image
-
-    grid = np.asarray(Image.open(sources.path("grape", "examples/fig_example.png")).convert("RGB"))
-    x = (0, 165, 328, 493, 656)[col]
-    return grid[156 * row:156 * row + 150, x:x + 150]
-
-
 def test_authors_example_type1_chart_is_reproduced(sources):
     """GRAPE's IID type-1 example chart (top-left of fig_example.png), re-drawn from the
     parameters read off its pixels: every pixel outside the text boxes is identical, and every
-    text (title, axis titles, tick labels) sits exactly where the authors' code puts it."""
-    ex = _example_cell(sources, 0, 0)
-    bg = ex[5, 5]
-    lefts = layout.element_lefts(1, 7, 1, -1)
-    heights = [119 - next(y for y in range(20, 119) if (ex[y, 38 + x] != bg).any()) for x in lefts]
-    dots = [k for k, x in enumerate(lefts) if (ex[114, 38 + x] == 0).all()]
-    assert heights == [22, 63, 41, 50, 57, 12, 31, 82, 71, 27] and dots == [8, 9]
-    one = lambda v, dt=np.int16: np.array([v], dt)  # noqa: E731
-    charts = grape.GrapeCharts(
-        1, one(heights), one(heights), one(dots, np.int8), one(bg, np.uint8),
-        one([ex[116, 38]] * 5, np.uint8), one(ex[119 - heights[0], 38], np.uint8), one(7), one(-1),
-        one(1), one(5), one(0), one(np.nan, np.float32), one(0, np.float32), one(12),
-        one([WORDS.index(w) for w in ("tuesday", "angles", "validation")]))
+    text (title, axis titles, tick labels) sits where the authors' code puts it."""
+    from benchmarks.bars_example_agreement import example_type1_chart
+
+    ex, charts = example_type1_chart(sources)
+    assert charts.heights[0].tolist() == [22, 63, 41, 50, 57, 12, 31, 82, 71, 27]
+    assert charts.marked[0].tolist() == [8, 9]
     ours = render.render(charts)[0].astype(int)
     text = np.zeros((150, 150), bool)
     for op in [*layout.static_ops(layout.static_key(charts, 0)), *layout.grape_title_ops(charts, 0)]:
