@@ -34,12 +34,12 @@ def example_type1_chart(sources: Sources) -> tuple[np.ndarray, grape.GrapeCharts
     def one(v, dt=np.int16):
         return np.array([v], dt)
 
-    fields = dict(chart_type=1, values=one(heights), heights=one(heights), marked=one(dots, np.int8),
-                  background=one(bg, np.uint8), fills=one([ex[116, 38]] * 5, np.uint8),
-                  stroke=one(ex[119 - heights[0], 38], np.uint8), bar_width=one(7), bar_gap=one(-1),
-                  line_thickness=one(1), dot_bottom=one(5), dot_offset=one(0),
-                  title_left=one(np.nan, np.float32), title_shift=one(0, np.float32), title_size=one(12),
-                  words=one([WORDS.index(w) for w in ("tuesday", "angles", "validation")]))
+    fields = {"chart_type": 1, "values": one(heights), "heights": one(heights), "marked": one(dots, np.int8),
+              "background": one(bg, np.uint8), "fills": one([ex[116, 38]] * 5, np.uint8),
+              "stroke": one(ex[119 - heights[0], 38], np.uint8), "bar_width": one(7), "bar_gap": one(-1),
+              "line_thickness": one(1), "dot_bottom": one(5), "dot_offset": one(0),
+              "title_left": one(np.nan, np.float32), "title_shift": one(0, np.float32), "title_size": one(12),
+              "words": one([WORDS.index(w) for w in ("tuesday", "angles", "validation")])}
     known = {f.name for f in dataclasses.fields(grape.GrapeCharts)}  # renderer 1 had no title_shift
     return ex, grape.GrapeCharts(**{k: v for k, v in fields.items() if k in known})
 

@@ -576,7 +576,10 @@ def test_levels_config_or_paper(sources, pools):
     config = {(lv.parameter, lv.level) for lv in grape.perturbation_levels(sources, 1, "config")}
     paper_levels = grape.perturbation_levels(sources, 1, "paper")
     paper = {(lv.parameter, lv.level) for lv in paper_levels}
-    by = lambda levels, p: sorted(lv for q, lv in levels if q == p)  # noqa: E731
+
+    def by(levels, p):
+        return sorted(lv for q, lv in levels if q == p)
+
     assert by(config, "title_position") == [0.05, 0.2, 0.35, 0.5, 0.65, 0.8, 0.95]
     assert by(paper, "title_position") == sorted(f"centre{d:+.2f}" for d in (-.45, -.3, -.15, .15, .3, .45))
     assert 5.0 in by(config, "background_lightness") and max(by(paper, "background_lightness")) < 0

@@ -54,9 +54,10 @@ import json
 import logging
 import math
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 from PIL import Image
@@ -427,7 +428,7 @@ class CNNRegressor:
             raise ModelError(f"model {self.spec.id!r}: Grad-CAM needs a convolutional model, not 'mlp'")
         arr = _to_array(images)
         device = self.device or "cpu"
-        maps = None
+        maps: list[np.ndarray] = []
         with _reproducible(int(self.options["threads"])):
             for net in self.nets:
                 net.to(device).eval()
@@ -444,10 +445,9 @@ class CNNRegressor:
                 h, w = cam.shape[-2:]
                 if max(h, w) > CAM_SIDE:
                     cam = F.adaptive_avg_pool2d(cam, (min(h, CAM_SIDE), min(w, CAM_SIDE)))
-                cam = cam[:, 0].cpu().numpy()
-                maps = cam if maps is None else maps + cam
+                maps.append(cam[:, 0].cpu().numpy())
                 net.zero_grad(set_to_none=True)
-        return maps / len(self.nets)
+        return np.mean(maps, axis=0)
 
     # -- checkpoints
     def save(self, path: str | Path) -> None:
@@ -523,9 +523,8 @@ def _load(data: TrainingData, batches: list[np.ndarray], workers: int):
     do not fit in memory are drawn per batch, in parallel with training)."""
     if workers <= 0:
         return (_Batches(data, batches)[b] for b in range(len(batches)))
-    from torch.utils.data import DataLoader
-
     import torch
+    from torch.utils.data import DataLoader
 
     # its own generator: seeding the workers must not consume the global RNG that dropout uses
     loader = DataLoader(_Batches(data, batches), batch_size=None, shuffle=False, num_workers=workers,

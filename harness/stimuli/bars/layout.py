@@ -49,7 +49,7 @@ top + d // 2 of the marked segment; x 25 or 75).
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import fontpkg_arimo
 import numpy as np
@@ -88,15 +88,16 @@ HAEHN_DOT_ROW = 94
 HAEHN_STACKS = ((10, 40), (60, 90))
 
 
-@lru_cache(maxsize=None)
+@cache
 def font(size: int) -> ImageFont.FreeTypeFont:
     return ImageFont.truetype(str(FONT_FILE), size)
 
 
-@lru_cache(maxsize=None)
+@cache
 def text_bbox(text: str, size: int) -> tuple[int, int, int, int]:
     """(left, top, right, bottom) of the ink of ``text`` drawn with its origin at (0, 0)."""
-    return font(size).getbbox(text)
+    left, top, right, bottom = font(size).getbbox(text)
+    return int(left), int(top), int(right), int(bottom)
 
 
 def text_extent(text: str, size: int) -> tuple[int, int]:
@@ -115,7 +116,7 @@ def text_at(text: str, size: int, x: float, y: float) -> tuple:
 def upright_text_at(text: str, size: int, x: float, y: float) -> tuple:
     """TEXT operation for ``text`` drawn at origin (x, y) on the image turned 90 degrees
     clockwise and turned back: it reads bottom to top; (x, y) are in the turned image."""
-    l, t, r, _ = text_bbox(text, size)
+    _, t, r, _ = text_bbox(text, size)
     return (TEXT, text, size, True, int(y) + t, SIZE - int(x) - r)
 
 
