@@ -35,7 +35,8 @@ for guesses uniform on [0, 1] over the same truths (mean of ``CHANCE_DRAWS`` see
 about 4.7 in Haehn's form as Haehn reports. ``mlae_minus_human`` scores give model minus human
 directly (CI from the model's bootstrap, the human value held fixed).
 
-Grad-CAM IoU (GRAPE Eq. 4): the map is resized bilinearly to the mask (pixel centres aligned,
+Grad-CAM IoU (GRAPE Eq. 4): the map (models/regressors.py: on a layer that keeps both image
+dimensions; colnet's later maps have height 1) is resized bilinearly to the mask (pixel centres aligned,
 like torch's ``align_corners=False``), min-max scaled to 0-255, and its high-intensity region
 ``>= GRADCAM_THRESHOLD`` (200, GRAPE's "empirical threshold of 200") compared with the marked
 bars' mask: |T & G| / |T | G|.
@@ -379,6 +380,8 @@ def _gradcam_scores(groups, stimset, stimuli, version, seed) -> list[Score]:
         out.append(Score(name=f"{prefix}gradcam_iou", value=value, ci_low=lo, ci_high=hi, n=len(v),
                          nulls=len(recs) - len(v), version=version, floor=0.0,
                          method=(f"mean IoU of the Grad-CAM region (>= {GRADCAM_THRESHOLD}/255 after "
-                                 f"bilinear resize and min-max scaling) with the marked bars' mask")))
+                                 f"bilinear resize and min-max scaling) with the marked bars' mask; the "
+                                 f"map is taken on a layer that keeps both image dimensions (colnet: its "
+                                 f"last full-resolution convolution, its later maps having height 1)")))
     return out
 
