@@ -345,7 +345,7 @@ def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, seed: int
                                 version=version, extra=extra if name == "delta_mlae" else {}))
     for parameter, devs in sorted(deviations.items()):
         d = np.array(devs)
-        value, lo, hi = bootstrap(lambda idx: d[idx].mean(axis=-1), len(d), N_BOOT_DEFAULT, seed)
+        value, lo, hi = bootstrap(lambda idx, d=d: d[idx].mean(axis=-1), len(d), N_BOOT_DEFAULT, seed)
         scores.append(Score(name=f"ood.{parameter}.deviation", value=value, ci_low=lo, ci_high=hi,
                             n=len(d), nulls=0, version=version,
                             method="mean |LAE(OOD) - LAE(IID)| over all levels' paired charts "
@@ -375,7 +375,7 @@ def _gradcam_scores(groups, stimset, stimuli, version, seed) -> list[Score]:
             src = stimuli[r["stimulus_id"]].image_source
             ious.append(gradcam_iou(cam, target_masks(src.charts, [src.index])[0]))
         v = np.array(ious)
-        value, lo, hi = bootstrap(lambda idx: v[idx].mean(axis=-1), len(v), N_BOOT_DEFAULT, seed)
+        value, lo, hi = bootstrap(lambda idx, v=v: v[idx].mean(axis=-1), len(v), N_BOOT_DEFAULT, seed)
         prefix = "" if parameter is None else f"ood.{parameter}.{level}."
         out.append(Score(name=f"{prefix}gradcam_iou", value=value, ci_low=lo, ci_high=hi, n=len(v),
                          nulls=len(recs) - len(v), version=version, floor=0.0,

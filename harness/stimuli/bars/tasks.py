@@ -25,8 +25,16 @@ from ...sources import Sources
 from ..base import Prompt, Stimulus, StimulusSet
 from .authors import authors_test_stimuli
 from .colours import load_pools
-from .grape import (LEVEL_FORMS, PARAMETERS, apply_mixture, apply_settings, check_type, mixture,
-                    perturbation_levels, sample_grape)
+from .grape import (
+    LEVEL_FORMS,
+    PARAMETERS,
+    apply_mixture,
+    apply_settings,
+    check_type,
+    mixture,
+    perturbation_levels,
+    sample_grape,
+)
 from .haehn import sample_haehn_splits
 from .humans import human_references
 from .render import ChartImage
