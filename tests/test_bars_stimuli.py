@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from harness.stimuli.bars import colours, grape, haehn, layout, pil_reference, render
-from harness.stimuli.bars.humans import CONDITIONS, human_references
+from harness.stimuli.bars.humans import condition_levels, human_references
 from harness.stimuli.bars.tasks import build_grape, build_haehn
 from harness.stimuli.bars.words import WORDS
 from harness.stimuli.registry import TASKS
@@ -56,33 +56,41 @@ def test_lightness_shift_round_trip():
 def test_human_references_equal_the_source_tables(sources):
     haehn_rows = list(csv.DictReader(open(sources.path("haehn-perception", "human_mlae_position_length.csv"))))
     grape_rows = list(csv.DictReader(open(sources.path("grape", "derived/user_study_mlae_by_type_condition_digitized.csv"))))
+    conditions = [r["condition"] for r in csv.DictReader(open(sources.path("grape", "derived/user_study_conditions.csv")))]
     for t in range(1, 6):
         refs = human_references(sources, t)
         cm = next(r for r in haehn_rows if r["source"].startswith("Cleveland") and int(r["cm_type"]) == t)
         hb = next(r for r in haehn_rows if r["source"].startswith("Heer") and int(r["cm_type"]) == t)
-        for key, row in (("cleveland_mcgill_1984", cm), ("heer_bostock_2010", hb)):
+        for ref, row in ((refs.cleveland_mcgill_1984, cm), (refs.heer_bostock_2010, hb)):
             half = float(row["ci95_halfwidth"])
-            assert refs[key]["mlae"] == float(row["mlae_mean"])
-            assert refs[key]["ci_low"] == pytest.approx(float(row["mlae_mean"]) - half)
-            assert refs[key]["ci_high"] == pytest.approx(float(row["mlae_mean"]) + half)
-        mine = refs["grape_user_study"]["conditions"]
+            assert ref.mlae == float(row["mlae_mean"]) and ref.form == "midmean"
+            assert ref.ci_low == pytest.approx(float(row["mlae_mean"]) - half)
+            assert ref.ci_high == pytest.approx(float(row["mlae_mean"]) + half)
+        mine = refs.grape_user_study
         theirs = {r["condition"]: r for r in grape_rows if r["agent"] == "human" and int(r["inferred_cm_type"]) == t}
-        assert set(mine) == set(theirs) == set(CONDITIONS)
+        assert set(mine) == set(theirs) == set(conditions)
         for cond, row in theirs.items():
-            assert (mine[cond]["mlae"], mine[cond]["ci_low"], mine[cond]["ci_high"]) == (
-                float(row["mlae_mean"]), float(row["ci95_low"]), float(row["ci95_high"]))
+            assert (mine[cond].mlae, mine[cond].ci_low, mine[cond].ci_high, mine[cond].form) == (
+                float(row["mlae_mean"]), float(row["ci95_low"]), float(row["ci95_high"]), "mean")
+        assert not human_references(sources, t, "haehn").grape_user_study  # people never saw Haehn's charts
     # the five Cleveland-McGill values SOURCE.md quotes
-    assert [human_references(sources, t)["cleveland_mcgill_1984"]["mlae"] for t in range(1, 6)] == \
+    assert [human_references(sources, t).cleveland_mcgill_1984.mlae for t in range(1, 6)] == \
         [1.40, 1.72, 1.84, 2.35, 2.72]
 
 
-def test_condition_levels_follow_the_conditions_table(sources):
-    rows = {r["condition"]: r for r in csv.DictReader(open(sources.path("grape", "derived/user_study_conditions.csv")))}
-    for cond, (_, bar_level, stack_level) in CONDITIONS.items():
-        text = rows[cond]["bar_chart_types_1_and_3"] + " " + rows[cond]["stacked_types_2_4_5"]
-        for level in (bar_level, stack_level):
-            if isinstance(level, (int, float)) and not isinstance(level, bool):
-                assert f"{abs(level):g}" in text, (cond, level, text)
+def test_condition_levels_are_read_from_the_conditions_table(sources):
+    """Each user-study condition is tied to the OOD level whose settings its description in
+    derived/user_study_conditions.csv names (reference 4.1's table, written out here)."""
+    bars = {"Standard": (None, None), "Title position": ("title_position", 0.05),
+            "Stroke width": ("stroke_width", 2), "Bar width": ("bar_width", 5),
+            "Bkgd color": ("background_lightness", -25.0), "Stroke color": ("stroke_lightness", 25.0),
+            "Bar color": ("bar_lightness", -15.0), "Bar length": ("bar_length", "both"),
+            "dot position": ("dot_position", 2)}
+    stacks = {**bars, "Bar width": ("bar_width", 27), "dot position": ("dot_position", 3)}
+    for t in range(1, 6):
+        assert condition_levels(sources, t) == (bars if t in (1, 3) else stacks)
+    levels = {(lv.parameter, lv.level) for lv in grape.perturbation_levels(sources, 2)}
+    assert set(stacks.values()) - {(None, None)} <= levels
 
 
 def test_levels_are_those_of_perturbation_levels_csv(sources):
@@ -117,9 +125,9 @@ def test_grape_canvas_axes_and_ticks(pools):
         assert tuple(img[0, 149]) == tuple(c.background[0])
         lefts = [2 + 9 * k + (4 if k >= 5 else 0) for k in range(10)] if t == 1 else [10, 60]
         width = 7 if t == 1 else 30
-        for x in lefts:  # x ticks under each element's centre, rows 120-122
+        for x in lefts:  # x ticks under each element's centre, rows 120-123
             xt = int(x + width / 2 + 0.5) + 35
-            assert (img[120:123, xt] == 0).all()
+            assert (img[120:124, xt] == 0).all()
             assert (img[123:132, xt - 4:xt + 5] != img[0, 149]).any()  # its label, from row 123
         assert (img[120:123, 35 + lefts[0] - 1] == img[0, 149]).all()  # no tick between elements
 
@@ -562,12 +570,77 @@ def test_parameter_space_recipe_runs_the_four_steps_as_task_variants(sources, ca
         assert f"  {t}: readout regression, 20 test x 1 rep(s) = 20 trials, probe-train 40" in out
 
 
+def test_levels_config_or_paper(sources, pools):
+    """``levels: paper`` swaps in the paper's title, lightness and bar-length levels; every other
+    parameter keeps the released config's levels."""
+    config = {(lv.parameter, lv.level) for lv in grape.perturbation_levels(sources, 1, "config")}
+    paper_levels = grape.perturbation_levels(sources, 1, "paper")
+    paper = {(lv.parameter, lv.level) for lv in paper_levels}
+
+    def by(levels, p):
+        return sorted(lv for q, lv in levels if q == p)
+
+    assert by(config, "title_position") == [0.05, 0.2, 0.35, 0.5, 0.65, 0.8, 0.95]
+    assert by(paper, "title_position") == sorted(f"centre{d:+.2f}" for d in (-.45, -.3, -.15, .15, .3, .45))
+    assert 5.0 in by(config, "background_lightness") and max(by(paper, "background_lightness")) < 0
+    assert -5.0 in by(config, "stroke_lightness") and min(by(paper, "stroke_lightness")) > 0
+    assert by(paper, "bar_length") == ["1-10", "1-10+94-101", "94-101"]
+    for p in ("bar_width", "bar_lightness", "stroke_width", "dot_position", "title_font_size"):
+        assert by(paper, p) == by(config, p)
+    # the paper's title moves the centred title by a share of the width; its bar lengths reach 100
+    base = _charts(pools, 1, 20)
+    shifted = grape.apply_settings(base, next(lv.settings for lv in paper_levels if lv.level == "centre+0.30"),
+                                   np.random.default_rng(0))
+    for i in range(3):
+        ops = [layout.grape_title_ops(c, i)[-1] for c in (base, shifted)]
+        assert ops[1][4] - ops[0][4] in (44, 45, 46) and ops[1][5] == ops[0][5]  # 0.30 * 150 = 45 px right
+    long = grape.apply_settings(base, {"values.valueRange": [94, 101]}, np.random.default_rng(0))
+    assert long.values.min() >= 94 and long.values.max() == 100
+    ss = build_grape(sources, 0, chart_type=1, n_train=2, n_val=2, n_test=4, n_ood=2,
+                     ood=["title_position"], levels="paper")
+    assert {s.manipulated_value["level"] for s in ss.test if s.manipulated_value} == \
+        {f"centre{d:+.2f}" for d in (-.45, -.3, -.15, .15, .3, .45)}
+    with pytest.raises(ValueError, match="levels must be one of"):
+        build_grape(sources, 0, n_train=2, n_val=2, n_test=2, n_ood=1, levels="prose")
+
+
+# -- the authors' own example chart -----------------------------------------------------------------
+
+def test_authors_example_type1_chart_is_reproduced(sources):
+    """GRAPE's IID type-1 example chart (top-left of fig_example.png), re-drawn from the
+    parameters read off its pixels: every pixel outside the text boxes is identical, and every
+    text (title, axis titles, tick labels) sits where the authors' code puts it."""
+    from benchmarks.bars_example_agreement import example_type1_chart
+
+    ex, charts = example_type1_chart(sources)
+    assert charts.heights[0].tolist() == [22, 63, 41, 50, 57, 12, 31, 82, 71, 27]
+    assert charts.marked[0].tolist() == [8, 9]
+    ours = render.render(charts)[0].astype(int)
+    text = np.zeros((150, 150), bool)
+    for op in [*layout.static_ops(layout.static_key(charts, 0)), *layout.grape_title_ops(charts, 0)]:
+        if op[0] == layout.TEXT:
+            _, word, size, rotated, x, y = op
+            l, t, r, b = layout.text_bbox(word, size)
+            w, h = (b - t, r - l) if rotated else (r - l, b - t)
+            text[y - 1:y + h + 1, x - 1:x + w + 1] = True  # a pixel of hinting either side
+    diff = np.abs(ours - ex.astype(int)).max(axis=2)
+    assert (diff[~text] == 0).all()
+    # inside the text boxes only the glyphs' rasterisation differs (Arimo vs Arial hinting):
+    # the ink lies in the same boxes, with a similar amount of it
+    ink_ex, ink_ours = 255 - ex.astype(int).mean(axis=2), 255 - ours.mean(axis=2)
+    assert ink_ex[~text].sum() == pytest.approx(ink_ours[~text].sum())
+    assert ink_ours[text].sum() == pytest.approx(ink_ex[text].sum(), rel=0.15)
+    for word_box in (text[:20], text[130:], text[:, :14]):  # title, x-axis title, y-axis title bands
+        assert word_box.any()
+
+
 # -- the renderer's version names its pixels -------------------------------------------------------
 
 # Stimulus hashes (and so trial cache keys) name a chart by its parameters and RENDER_VERSION
 # (render.ChartImage.content_hash), not by its pixels. Pixels of a fixed set of charts of every
 # generator and type, per renderer version: a change of any pixel must come with a new version.
-PIXELS = {"1": "56db099577bad43f603002708c3fa0bf8992daaeb2e5c6d872f22ec8766390d2"}
+PIXELS = {"1": "56db099577bad43f603002708c3fa0bf8992daaeb2e5c6d872f22ec8766390d2",
+          "2": "a79c4f5493f384409852857b07dc3163190c3983cc3654541f10ecb54fa748e0"}
 
 
 def test_render_version_pins_the_pixels(sources, pools):

@@ -135,9 +135,9 @@ def test_scorer_perfect_and_human_references(grape_set, sources):
     for name in ("mlae", "mlae_midmean", "mlae_haehn"):
         assert scores[name].value == pytest.approx(-3.0) and scores[name].n == 80 and scores[name].nulls == 0
         assert scores[name].floor > 3.5 and scores[name].ceiling is None
-    refs = grape_set.human["references"]
-    standard = refs["grape_user_study"]["conditions"]["Standard"]
-    assert scores["mlae"].extra["human"]["grape_user_study"]["mlae"] == standard["mlae"]
+    standard = grape_set.human.standard
+    assert scores["mlae"].extra["human"]["grape_user_study"]["mlae"] == standard.mlae
+    assert "midmean" in scores["mlae_midmean"].method and "user study" in scores["mlae"].method
     assert scores["mlae_midmean"].extra["human"]["cleveland_mcgill_1984"]["mlae"] == 1.40
     assert scores["mlae_minus_human"].value == pytest.approx(-3.0 - 1.391)
     assert scores["mlae_midmean_minus_human"].value == pytest.approx(-3.0 - 1.40)
@@ -186,3 +186,55 @@ def test_scorer_gradcam_iou_from_extras(sources):
     # Haehn's stimuli are compared with Cleveland & McGill's and Heer & Bostock's people only
     assert "mlae_minus_human" not in scores and "human" not in scores["mlae"].extra
     assert scores["mlae_midmean_minus_human"].extra["human_reference"] == "cleveland_mcgill_1984"
+
+
+def _authors_folder(tmp_path, sources, n=24):
+    """A test set in the layout GRAPE's generator writes (input/*.png, target/*.json = [ratio]);
+    drawn here by gestalt's renderer, standing in for the authors' rendered charts."""
+    from PIL import Image
+
+    from harness.stimuli.bars import colours, grape, render
+
+    charts = grape.sample_grape(1, n, np.random.default_rng(5), colours.load_pools(sources), "test")
+    (tmp_path / "input").mkdir()
+    (tmp_path / "target").mkdir()
+    for i, (img, t) in enumerate(zip(render.render(charts), charts.target.tolist())):
+        Image.fromarray(img).save(tmp_path / "input" / f"bar_type1_{i}.png")
+        (tmp_path / "target" / f"bar_type1_{i}.json").write_text(f"[{t}]")
+    (tmp_path / "target" / "bar_type1_0_r.json").write_text("[2.0]")  # the generator's other outputs
+    return tmp_path
+
+
+def test_authors_rendered_charts_are_scored_beside_the_iid_charts(tmp_path, sources):
+    folder = _authors_folder(tmp_path, sources)
+    ss = build_grape(sources, 0, chart_type=1, n_train=4, n_val=2, n_test=40, n_ood=2, ood="none",
+                     authors_test=str(folder))
+    authors = [s for s in ss.test if s.manipulated_value]
+    assert len(authors) == 24 and [s.meta["file"] for s in authors[:3]] == [
+        "bar_type1_0.png", "bar_type1_1.png", "bar_type1_2.png"]
+    assert authors[0].image.size == (150, 150) and 0 < authors[0].ground_truth <= 1
+
+    def respond(s):  # off by 2 points on the authors' charts, by 1 on gestalt's
+        return s.ground_truth + (0.02 if s.manipulated_value else 0.01)
+
+    scores = {s.name: s for s in get_scorer("mlae_vs_humans")(_records(ss, respond), ss, seed=0)}
+    assert scores["mlae"].n == 40 and scores["rendered_by.grape-authors.mlae"].n == 24
+    gap = scores["rendered_by.grape-authors.mlae_gap"]
+    assert gap.value == pytest.approx(np.log2(2.125) - np.log2(1.125))
+    assert gap.ci_low <= gap.value <= gap.ci_high
+    assert not any(n.startswith("ood.") for n in scores)
+
+
+def test_authors_test_set_bad_input_names_the_file(tmp_path, sources):
+    from harness.sources import DataError
+
+    folder = _authors_folder(tmp_path, sources, n=3)
+    (folder / "target" / "bar_type1_1.json").unlink()
+    with pytest.raises(DataError, match="bar_type1_1.json"):
+        build_grape(sources, 0, n_train=2, n_val=2, n_test=2, n_ood=1, ood="none", authors_test=str(folder))
+    with pytest.raises(DataError, match="input/ and target/"):
+        build_grape(sources, 0, n_train=2, n_val=2, n_test=2, n_ood=1, ood="none",
+                    authors_test=str(folder / "input"))
+    with pytest.raises(ValueError, match="no target mask"):
+        build_grape(sources, 0, n_train=2, n_val=2, n_test=2, n_ood=1, ood="none", mask=True,
+                    authors_test=str(folder))

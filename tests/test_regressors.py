@@ -161,6 +161,39 @@ def test_colnet_reads_whole_columns_and_learns_a_bar_height():
     x = val.images(np.arange(len(val)))
     mse = float(np.mean((model.predict(x) - val.targets) ** 2))
     assert mse < 0.01 * float(np.var(val.targets))  # a constant guess scores var (measured: ~1e-4 var)
-    # one full-height filter per column: the last feature map is a row along x
-    assert model.gradcam(x[:3]).shape == (3, 1, 32)
-    assert model.nets[0].features[2].kernel_size == (24, 1)
+    # one full-height filter per column; Grad-CAM uses the full-resolution layer before it
+    assert model.nets[0].columns[0].kernel_size == (24, 1)
+    cams = model.gradcam(x[:3])
+    assert cams.shape == (3, 24, 30)  # 24 x 32 average-pooled to at most CAM_SIDE (30) wide
+    # the map varies along y (a height-1 map could only mark whole columns)
+    assert (np.ptp(cams, axis=1) > 0).any()
+
+
+def _tiny_colnet(seed: int = 0) -> CNNRegressor:
+    return CNNRegressor(ModelSpec(id="col", source="cnn", name="colnet", options={
+        "pixel_conv": [4], "column_channels": 8, "width": 8, "depth": 2, "hidden": 16, "lr": 1e-2,
+        "batch_size": 16, "max_epochs": 1, "seed": seed, "noise_std": 0.025}))
+
+
+def test_training_is_bit_identical_whatever_the_callers_thread_count():
+    """Same seed, same data: identical weights and predictions, also when the caller has set a
+    different intra-op thread count (which changes how float sums are split between threads)."""
+    train, val = _one_bar_charts(256, 0), _one_bar_charts(64, 1)
+    x = val.images(np.arange(len(val)))
+    before = torch.get_num_threads()
+    runs = []
+    try:
+        for threads in (1, 3, 3):
+            torch.set_num_threads(threads)
+            model = _tiny_colnet()
+            model.fit(train, val)
+            runs.append(({k: v.clone() for k, v in model.nets[0].state_dict().items()}, model.predict(x)))
+            assert torch.get_num_threads() == threads  # the caller's setting is restored
+    finally:
+        torch.set_num_threads(before)
+    for state, pred in runs[1:]:
+        assert all(torch.equal(state[k], runs[0][0][k]) for k in state)
+        assert np.array_equal(pred, runs[0][1])
+    other = _tiny_colnet(seed=1)
+    other.fit(train, val)
+    assert not np.array_equal(other.predict(x), runs[0][1])  # the seed does matter

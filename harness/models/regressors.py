@@ -33,8 +33,18 @@ mask variant: 4 channels, the fourth the target-bar mask). Devices go through ac
 process on a CPU or one GPU, data-parallel (DDP) when launched on several; only the main process
 writes checkpoints. Checkpoints are ``torch.save`` dicts of tensors and plain values, read back
 with ``torch.load(weights_only=True)``. ``history`` holds per-epoch train/val loss per fold.
-Grad-CAM (Selvaraju et al.; GRAPE section VI) maps the output's gradient onto the last
-convolutional feature map.
+Reproducibility: for a given ``seed`` a CPU training gives bit-identical weights whatever the
+machine's load or the caller's ``torch.set_num_threads``: fitting, prediction and Grad-CAM run
+with ``threads`` intra-op threads (a fixed reduction order) and torch's deterministic
+algorithms, initial weights come from ``torch.manual_seed(seed + fold)``, and data order and
+noise from generators seeded the same way (tests/test_regressors.py trains twice to check).
+
+Grad-CAM (Selvaraju et al.; GRAPE section VI) maps the output's gradient onto a convolutional
+feature map that keeps both image dimensions: lenet's last convolution block; for colnet, the
+last full-resolution convolution, because its later maps have height 1 (the full-height
+convolution reads whole columns), on which a Grad-CAM region could only be a set of columns.
+Maps wider than ``CAM_SIDE`` are average-pooled to at most ``CAM_SIDE`` x ``CAM_SIDE`` (records
+carry them).
 """
 
 from __future__ import annotations
@@ -44,8 +54,10 @@ import json
 import logging
 import math
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 from PIL import Image
@@ -78,10 +90,12 @@ DEFAULTS: dict[str, Any] = {
     "width": 64,  # colnet: filters per 1-D convolution along x
     "depth": 4,  # colnet: number of 1-D convolutions
     "stride": 1,  # lenet: stride of the first convolution
+    "threads": 2,  # intra-op threads while fitting and predicting: fixes the reduction order
 }
 # change speed or place, never results: rendering processes for training batches, torch device
 RUNTIME_OPTIONS = {"num_workers": 0, "device": None}
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2  # 2: colnet's layers split into ``pixels`` and ``columns``
+CAM_SIDE = 30
 log = logging.getLogger(__name__)
 
 
@@ -138,10 +152,10 @@ def _build_net(name: str, channels: int, height: int, width: int, opts: dict[str
             self.head = nn.Sequential(nn.Flatten(), nn.Linear(n, int(opts["hidden"])), nn.ReLU(),
                                       nn.Dropout(0.5), nn.Linear(int(opts["hidden"]), 1))
 
-        def forward_features(self, x):
+        def cam_layer(self, x):
             return self.features(x)
 
-        def forward_head(self, f):
+        def from_cam_layer(self, f):
             return self.head(f)
 
         def forward(self, x):
@@ -154,24 +168,26 @@ def _build_net(name: str, channels: int, height: int, width: int, opts: dict[str
             for c_out in (int(c) for c in opts["pixel_conv"]):
                 layers += [nn.Conv2d(c_in, c_out, 3, padding=1), nn.ReLU()]
                 c_in = c_out
+            self.pixels = nn.Sequential(*layers)  # full resolution: Grad-CAM's layer
             # one weight per row: reads each pixel column whole, (n, c, 1, W) out
-            layers += [nn.Conv2d(c_in, int(opts["column_channels"]), (height, 1)), nn.ReLU()]
+            layers = [nn.Conv2d(c_in, int(opts["column_channels"]), (height, 1)), nn.ReLU()]
             c_in = int(opts["column_channels"])
-            for _ in range(int(opts["depth"])):  # along x, kept 2-D (height 1) for Grad-CAM
+            for _ in range(int(opts["depth"])):  # along x
                 layers += [nn.Conv2d(c_in, int(opts["width"]), (1, 5), padding=(0, 2)), nn.ReLU()]
                 c_in = int(opts["width"])
-            self.features = nn.Sequential(*layers)
+            self.columns = nn.Sequential(*layers)
             self.head = nn.Sequential(nn.Linear(2 * c_in, int(opts["hidden"])), nn.ReLU(),
                                       nn.Linear(int(opts["hidden"]), 1))
 
-        def forward_features(self, x):
-            return self.features(x)
+        def cam_layer(self, x):
+            return self.pixels(x)
 
-        def forward_head(self, f):
+        def from_cam_layer(self, f):
+            f = self.columns(f)
             return self.head(torch.cat([f.mean(dim=(2, 3)), f.amax(dim=(2, 3))], dim=1))
 
         def forward(self, x):
-            return self.forward_head(self.features(x))
+            return self.from_cam_layer(self.pixels(x))
 
     if name == "lenet":
         return LeNet()
@@ -277,7 +293,12 @@ class CNNRegressor:
         if len(train) == 0:
             raise ModelError(f"model {self.spec.id!r}: no training data")
         self.input_shape = self._shape_of(train.images(np.arange(1)))
-        acc = Accelerator(cpu=self.device == "cpu")
+        with _reproducible(int(self.options["threads"])):
+            self._fit_all(Accelerator(cpu=self.device == "cpu"), train, val)
+        self.trained_on = data_key
+        return self.history
+
+    def _fit_all(self, acc, train: TrainingData, val: TrainingData | None) -> None:
         k = int(self.options["kfold"])
         self.nets, self.history = [], []
         if k >= 2:
@@ -295,8 +316,6 @@ class CNNRegressor:
             if val is None or len(val) == 0:
                 raise ModelError(f"model {self.spec.id!r}: early stopping needs a validation set")
             self._fit_one(acc, train, val)
-        self.trained_on = data_key
-        return self.history
 
     def _fit_one(self, acc, train: TrainingData, val: TrainingData) -> None:
         import torch
@@ -390,7 +409,7 @@ class CNNRegressor:
                              f"got {self._shape_of(arr)}")
         device = self.device or "cpu"
         out = np.zeros(len(arr), np.float64)
-        with torch.inference_mode():
+        with _reproducible(int(self.options["threads"])), torch.inference_mode():
             for net in self.nets:
                 net.to(device).eval()
                 for start in range(0, len(arr), 256):
@@ -399,30 +418,36 @@ class CNNRegressor:
         return out / len(self.nets)
 
     def gradcam(self, images: Sequence[Image.Image] | np.ndarray) -> np.ndarray:
-        """(n, h, w) Grad-CAM maps on the last convolutional feature map (ReLU of the
-        gradient-weighted channel sum, averaged over fold models), not yet resized."""
+        """(n, h, w) Grad-CAM maps (ReLU of the gradient-weighted channel sum, averaged over fold
+        models) on the layer named in the module docstring, not yet resized to the image."""
         import torch
+        import torch.nn.functional as F
 
         self._ready()
-        if not hasattr(self.nets[0], "forward_features"):
-            raise ModelError(f"model {self.spec.id!r}: Grad-CAM needs a convolutional model, "
-                             f"not {self.spec.name!r}")
+        if self.spec.name == "mlp":
+            raise ModelError(f"model {self.spec.id!r}: Grad-CAM needs a convolutional model, not 'mlp'")
         arr = _to_array(images)
         device = self.device or "cpu"
-        maps = None
-        for net in self.nets:
-            net.to(device).eval()
-            x = self._tensor(arr, device)
-            with torch.enable_grad():
-                feats = net.forward_features(x)
-                feats.retain_grad()
-                out = net.forward_head(feats)
-                out.sum().backward()
-            weights = feats.grad.mean(dim=(2, 3), keepdim=True)
-            cam = torch.relu((weights * feats).sum(dim=1)).detach().cpu().numpy()
-            maps = cam if maps is None else maps + cam
-            net.zero_grad(set_to_none=True)
-        return maps / len(self.nets)
+        maps: list[np.ndarray] = []
+        with _reproducible(int(self.options["threads"])):
+            for net in self.nets:
+                net.to(device).eval()
+                # local nets name Grad-CAM's layer; timm models split at their last feature map
+                layer, rest = ((net.cam_layer, net.from_cam_layer) if self.spec.name in LOCAL_ARCHS
+                               else (net.forward_features, net.forward_head))
+                x = self._tensor(arr, device)
+                with torch.enable_grad():
+                    feats = layer(x)
+                    feats.retain_grad()
+                    rest(feats).sum().backward()
+                weights = feats.grad.mean(dim=(2, 3), keepdim=True)
+                cam = torch.relu((weights * feats).sum(dim=1, keepdim=True)).detach()
+                h, w = cam.shape[-2:]
+                if max(h, w) > CAM_SIDE:
+                    cam = F.adaptive_avg_pool2d(cam, (min(h, CAM_SIDE), min(w, CAM_SIDE)))
+                maps.append(cam[:, 0].cpu().numpy())
+                net.zero_grad(set_to_none=True)
+        return np.mean(maps, axis=0)
 
     # -- checkpoints
     def save(self, path: str | Path) -> None:
@@ -457,6 +482,24 @@ class CNNRegressor:
         return self
 
 
+@contextmanager
+def _reproducible(threads: int) -> Iterator[None]:
+    """Fixed intra-op threads and deterministic algorithms for the block, then the caller's
+    settings again. A float sum's result depends on how it is split between threads, so the
+    thread count, not the machine's load, must decide the split."""
+    import torch
+
+    before = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(threads)
+    # warn_only: on CUDA some kernels have no deterministic form; the CPU ones all do
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before[0])
+        torch.use_deterministic_algorithms(before[1])
+
+
 class _Batches:
     """Index batches of a TrainingData as a map-style dataset (one item = one batch)."""
 
@@ -480,9 +523,8 @@ def _load(data: TrainingData, batches: list[np.ndarray], workers: int):
     do not fit in memory are drawn per batch, in parallel with training)."""
     if workers <= 0:
         return (_Batches(data, batches)[b] for b in range(len(batches)))
-    from torch.utils.data import DataLoader
-
     import torch
+    from torch.utils.data import DataLoader
 
     # its own generator: seeding the workers must not consume the global RNG that dropout uses
     loader = DataLoader(_Batches(data, batches), batch_size=None, shuffle=False, num_workers=workers,

@@ -18,14 +18,25 @@ suggests the other scale. Delta-MLAE (GRAPE Eq. 3) is MLAE(OOD) - MLAE(IID) on p
 LAEs is checked with D'Agostino-Pearson (``scipy.stats.normaltest``), and parameters' deviations
 are compared with Student's t-tests, as GRAPE does.
 
-Human references (StimulusSet.human['references'], loaded from the sources by
-stimuli/bars/humans.py) go in each Score's ``extra``, never in ``ceiling``: people are not an
+Midmean or mean: GRAPE's Eq. 1 defines MLAE as a midmean (2/n times the sum of the sorted log
+errors n/4+1 .. 3n/4, Cleveland & McGill's summary), but the authors' code and every GRAPE
+figure (user study and CNNs alike) use the plain mean of the per-trial log errors. The two
+differ by several tenths on the same errors (the midmean drops both tails), so each human
+reference is compared only with the form it was published in (``HUMAN_FOR_FORM``):
+``mlae`` (mean) with GRAPE's user study and progressive studies (digitised from the authors'
+figures); ``mlae_midmean`` with Cleveland & McGill 1984 and Heer & Bostock 2010 (midmeans as
+Haehn et al. tabulate them); ``mlae_haehn`` with none (Haehn's per-network form has no human
+counterpart). Every score's ``method`` names its form.
+
+Human references (StimulusSet.human, a stimuli.bars.humans.MLAEReferences loaded from the
+sources) go in each Score's ``extra``, never in ``ceiling``: people are not an
 upper bound on this task (GRAPE's CNNs beat them IID). ``floor`` is chance: the same MLAE form
 for guesses uniform on [0, 1] over the same truths (mean of ``CHANCE_DRAWS`` seeded draws),
 about 4.7 in Haehn's form as Haehn reports. ``mlae_minus_human`` scores give model minus human
 directly (CI from the model's bootstrap, the human value held fixed).
 
-Grad-CAM IoU (GRAPE Eq. 4): the map is resized bilinearly to the mask (pixel centres aligned,
+Grad-CAM IoU (GRAPE Eq. 4): the map (models/regressors.py: on a layer that keeps both image
+dimensions; colnet's later maps have height 1) is resized bilinearly to the mask (pixel centres aligned,
 like torch's ``align_corners=False``), min-max scaled to 0-255, and its high-intensity region
 ``>= GRADCAM_THRESHOLD`` (200, GRAPE's "empirical threshold of 200") compared with the marked
 bars' mask: |T & G| / |T | G|.
@@ -39,9 +50,11 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats
 
-from ..stimuli.bars.render import target_masks
+from ..stimuli.bars.authors import RENDERED_BY
+from ..stimuli.bars.humans import MLAEReferences
+from ..stimuli.bars.render import ChartImage, target_masks
 from ..stimuli.base import StimulusSet, by_id
-from .bootstrap import N_BOOT_DEFAULT, bootstrap
+from .bootstrap import N_BOOT_DEFAULT, bootstrap, resample_indices
 from .record import Score
 
 Scale = Literal["fraction", "percent"]
@@ -51,8 +64,10 @@ CHANCE_DRAWS = 200
 GRADCAM_THRESHOLD = 200
 TTEST_ALPHA = 0.05
 FORMS: dict[str, str] = {
-    "grape": "mean over trials of log2(100|e-t|+1/8) (GRAPE)",
-    "cleveland_mcgill": "midmean over trials of log2(100|e-t|+1/8) (Cleveland & McGill 1984)",
+    "grape": ("mean over trials of log2(100|e-t|+1/8) (GRAPE's code and figures; its Eq. 1 is "
+              "written as a midmean); compared with GRAPE's user study"),
+    "cleveland_mcgill": ("midmean over trials of log2(100|e-t|+1/8) (Cleveland & McGill 1984; GRAPE "
+                         "Eq. 1); compared with C&M 1984 and Heer & Bostock 2010"),
     "haehn": "log2(mean 100|e-t| + 0.125) (Haehn et al. 2019)",
 }
 SCORE_NAMES = {"grape": "mlae", "cleveland_mcgill": "mlae_midmean", "haehn": "mlae_haehn"}
@@ -147,6 +162,16 @@ def paired_delta(lae_ood: np.ndarray, lae_iid: np.ndarray, n_boot: int = N_BOOT_
     return bootstrap(lambda idx: d[idx].mean(axis=-1), len(d), n_boot, seed)
 
 
+def unpaired_gap(lae_a: np.ndarray, lae_b: np.ndarray, n_boot: int = N_BOOT_DEFAULT,
+                 seed: int = 0) -> tuple[float, float, float]:
+    """mean(lae_a) - mean(lae_b) of two independent chart sets, each resampled on its own."""
+    a, b = np.asarray(lae_a, float), np.asarray(lae_b, float)
+    draws = (a[resample_indices(len(a), n_boot, seed)].mean(axis=1)
+             - b[resample_indices(len(b), n_boot, seed + 1)].mean(axis=1))
+    lo, hi = np.percentile(draws, [2.5, 97.5])
+    return float(a.mean() - b.mean()), float(lo), float(hi)
+
+
 def normality(lae: np.ndarray) -> tuple[float, float]:
     """D'Agostino-Pearson K^2 statistic and p-value of the LAEs (needs n >= 8)."""
     res = stats.normaltest(np.asarray(lae, float))
@@ -213,28 +238,29 @@ def _level_key(level: Any) -> str:
     return str(level)
 
 
-def _human_for(refs: dict[str, Any], form: str, parameter: str | None, level: Any) -> dict[str, Any]:
-    out = {}
+def _human_for(refs: MLAEReferences, form: str, parameter: str | None, level: Any) -> dict[str, Any]:
+    """The human references a score of this MLAE ``form`` is compared with, as plain values."""
+    out: dict[str, Any] = {}
     for key in HUMAN_FOR_FORM.get(form, ()):
-        ref = refs.get(key)
-        if ref is None:
-            continue
         if key == "grape_user_study":
-            for cond, c in ref["conditions"].items():
-                if c["parameter"] == parameter and c["level"] == level:
-                    out[key] = {"condition": cond, **{k: c[k] for k in ("mlae", "ci_low", "ci_high")}}
+            cond = refs.standard if parameter is None else refs.condition_for(parameter, level)
+            if cond is not None:
+                out[key] = {"condition": cond.condition, **cond.values()}
         elif parameter is None:
-            out[key] = {k: ref[k] for k in ("mlae", "ci_low", "ci_high")}
+            out[key] = refs.published_midmean[key].values()
     if form == "grape" and parameter is not None:
-        for lv in refs.get("grape_progressive", {}).get("levels", []):
-            if lv["parameter"] == parameter and lv["level"] == level:
-                out["grape_progressive"] = {k: lv[k] for k in ("mlae", "ci_low", "ci_high")}
+        lv = refs.progressive_for(parameter, level)
+        if lv is not None:
+            out["grape_progressive"] = lv.values()
     return out
 
 
 def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, seed: int = 0) -> list[Score]:
     version = stimset.version
-    refs = stimset.human.get("references", {})
+    refs = stimset.human
+    if not isinstance(refs, MLAEReferences):
+        raise TypeError(f"{stimset.task_id}: the MLAE scorer needs MLAEReferences as human data, "
+                        f"got {type(refs).__name__}")
     stimuli = by_id(stimset.stimuli)
     groups: dict[tuple, list[dict]] = {}
     for r in records:
@@ -286,6 +312,16 @@ def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, seed: int
                             version=version, extra={"statistic": stat}))
     deviations: dict[str, list[float]] = {}
     for (parameter, level), recs in sorted((k, v) for k, v in groups.items() if k[0] is not None):
+        if parameter == RENDERED_BY:  # the same task's charts from another renderer, not a perturbation
+            other = form_scores(f"{RENDERED_BY}.{level}.", recs, None, None)
+            if other and iid:
+                value, lo, hi = unpaired_gap(np.array(list(other.values())), iid_lae, N_BOOT_DEFAULT, seed)
+                scores.append(Score(
+                    name=f"{RENDERED_BY}.{level}.mlae_gap", value=value, ci_low=lo, ci_high=hi,
+                    n=len(other), nulls=len(recs) - len(other), version=version,
+                    method=(f"MLAE (mean form) on the charts rendered by {level} minus MLAE on the task's "
+                            "own IID test charts; independent percentile bootstraps of both sets")))
+            continue
         prefix = f"ood.{parameter}.{level}."
         ood = form_scores(prefix, recs, parameter, recs[0]["manipulated_value"]["level"])
         pairs = [(v, iid[stimuli[sid].meta["base_id"]]) for sid, v in ood.items()
@@ -296,10 +332,10 @@ def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, seed: int
         deviations.setdefault(parameter, []).extend(np.abs(o - b).tolist())
         lvl = recs[0]["manipulated_value"]["level"]
         human = _human_for(refs, "grape", parameter, lvl)
-        standard = refs.get("grape_user_study", {}).get("conditions", {}).get("Standard")
+        standard = refs.standard
         extra = {}
         if "grape_user_study" in human and standard:
-            extra["human_delta_mlae"] = round(human["grape_user_study"]["mlae"] - standard["mlae"], 6)
+            extra["human_delta_mlae"] = round(human["grape_user_study"]["mlae"] - standard.mlae, 6)
         for name, absolute, method in (
                 ("delta_mlae", False, "GRAPE Eq. 3: mean over paired charts of LAE(OOD) - LAE(IID)"),
                 ("deviation", True, "mean over paired charts of |LAE(OOD) - LAE(IID)| (GRAPE notebooks)")):
@@ -309,7 +345,7 @@ def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, seed: int
                                 version=version, extra=extra if name == "delta_mlae" else {}))
     for parameter, devs in sorted(deviations.items()):
         d = np.array(devs)
-        value, lo, hi = bootstrap(lambda idx: d[idx].mean(axis=-1), len(d), N_BOOT_DEFAULT, seed)
+        value, lo, hi = bootstrap(lambda idx, d=d: d[idx].mean(axis=-1), len(d), N_BOOT_DEFAULT, seed)
         scores.append(Score(name=f"ood.{parameter}.deviation", value=value, ci_low=lo, ci_high=hi,
                             n=len(d), nulls=0, version=version,
                             method="mean |LAE(OOD) - LAE(IID)| over all levels' paired charts "
@@ -329,7 +365,9 @@ def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, seed: int
 def _gradcam_scores(groups, stimset, stimuli, version, seed) -> list[Score]:
     out = []
     for (parameter, level), recs in sorted(groups.items(), key=lambda kv: (kv[0][0] or "", kv[0][1] or "")):
-        with_cam = [(r, cam) for r, cam in ((r, record_cam(r)) for r in recs) if cam is not None]
+        # only generated charts have a known target mask
+        with_cam = [(r, cam) for r, cam in ((r, record_cam(r)) for r in recs) if cam is not None
+                    and isinstance(stimuli[r["stimulus_id"]].image_source, ChartImage)]
         if not with_cam:
             continue
         ious = []
@@ -337,11 +375,13 @@ def _gradcam_scores(groups, stimset, stimuli, version, seed) -> list[Score]:
             src = stimuli[r["stimulus_id"]].image_source
             ious.append(gradcam_iou(cam, target_masks(src.charts, [src.index])[0]))
         v = np.array(ious)
-        value, lo, hi = bootstrap(lambda idx: v[idx].mean(axis=-1), len(v), N_BOOT_DEFAULT, seed)
+        value, lo, hi = bootstrap(lambda idx, v=v: v[idx].mean(axis=-1), len(v), N_BOOT_DEFAULT, seed)
         prefix = "" if parameter is None else f"ood.{parameter}.{level}."
         out.append(Score(name=f"{prefix}gradcam_iou", value=value, ci_low=lo, ci_high=hi, n=len(v),
                          nulls=len(recs) - len(v), version=version, floor=0.0,
                          method=(f"mean IoU of the Grad-CAM region (>= {GRADCAM_THRESHOLD}/255 after "
-                                 f"bilinear resize and min-max scaling) with the marked bars' mask")))
+                                 f"bilinear resize and min-max scaling) with the marked bars' mask; the "
+                                 f"map is taken on a layer that keeps both image dimensions (colnet: its "
+                                 f"last full-resolution convolution, its later maps having height 1)")))
     return out
 

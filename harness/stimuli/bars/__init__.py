@@ -6,6 +6,7 @@ GRAPE (Cui et al. 2025) generate it.
 - layout.py: the drawing operations of a chart, shared by the fast batch renderer (render.py)
   and the PIL ImageDraw reference (pil_reference.py);
 - colours.py, words.py: GRAPE's colour pools and lightness, title words;
-- humans.py: the published human MLAE per chart type;
+- humans.py: the published human MLAE per chart type (MLAEReferences, read from the sources);
+- authors.py: test charts rendered by GRAPE's own generator, scored beside gestalt's;
 - tasks.py: the ``ratio.chart.*`` task builders.
 """

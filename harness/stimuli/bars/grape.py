@@ -88,7 +88,8 @@ PARAMETERS = {
 class GrapeCharts:
     """n charts of one type. Colours uint8 RGB; ``fills[:, j]`` colours segment j of both stacks
     (bar types use ``fills[:, 0]`` for every bar); ``bar_gap`` -1 = the generator's automatic gap;
-    ``title_left`` NaN = centred title, else its left edge as a fraction of the 150-px width."""
+    ``title_left`` NaN = centred title, else its left edge as a fraction of the 150-px width;
+    ``title_shift`` moves a centred title by that fraction of the width (the paper's levels)."""
 
     chart_type: int
     values: np.ndarray  # (n, 10) data values
@@ -103,6 +104,7 @@ class GrapeCharts:
     dot_bottom: np.ndarray  # (n,)
     dot_offset: np.ndarray  # (n,)
     title_left: np.ndarray  # (n,) float
+    title_shift: np.ndarray  # (n,) float
     title_size: np.ndarray  # (n,)
     words: np.ndarray  # (n, 3): title, x-axis title, y-axis title
 
@@ -233,7 +235,7 @@ def sample_grape(chart_type: int, n: int, rng: np.random.Generator, pools: Colou
         marked=marked, background=background, fills=fills, stroke=stroke,
         bar_width=full(STACK_WIDTH if stacked else BAR_WIDTH), bar_gap=full(-1),
         line_thickness=full(LINE_THICKNESS), dot_bottom=full(DOT_BOTTOM),
-        dot_offset=full(DOT_OFFSET), title_left=full(np.nan, np.float32),
+        dot_offset=full(DOT_OFFSET), title_left=full(np.nan, np.float32), title_shift=full(0, np.float32),
         title_size=full(TITLE_SIZE), words=words)
 
 
@@ -293,6 +295,8 @@ def apply_settings(charts: GrapeCharts, settings: dict[str, Any], rng: np.random
             out["title_left"] = np.full(n, round(float(pad), 4), np.float32)
         elif key == "TitlePaddingLeft":
             continue  # read with TitlePosition
+        elif key == PAPER_TITLE_SHIFT:
+            out["title_shift"] = np.full(n, round(float(value), 4), np.float32)
         elif key == "TitleFontSize":
             out["title_size"] = np.full(n, int(value), np.int16)
         elif key == "values.valueRange":
@@ -322,8 +326,10 @@ def level_value(parameter: str, charts: GrapeCharts, settings: dict[str, Any]) -
     if parameter == "dot_position":
         return int(charts.dot_offset[0] if charts.is_stacked else charts.dot_bottom[0])
     if parameter == "title_position":
-        left = float(charts.title_left[0])
-        return "centre" if np.isnan(left) else round(left, 2)
+        left, shift = float(charts.title_left[0]), float(charts.title_shift[0])
+        if not np.isnan(left):
+            return round(left, 2)
+        return f"centre{shift:+.2f}" if shift else "centre"
     if parameter == "title_font_size":
         return int(charts.title_size[0])
     if parameter == "bar_length":
@@ -351,13 +357,50 @@ def iid_level(parameter: str, chart_type: int) -> Any:
             "title_font_size": TITLE_SIZE, "bar_length": _range_label(list(VALUE_RANGE))}[parameter]
 
 
-def perturbation_levels(sources: Sources, chart_type: int) -> list[Level]:
-    """The OOD levels of a chart type from derived/perturbation_levels.csv, in file order.
+LEVEL_FORMS = ("config", "paper")
+PAPER_TITLE_SHIFT = "paper.titleShift"  # not a GRAPE config key: the paper's centred-title offset
+# The paper's prose (section IV-A, "Test Stimuli"), where it differs from the released config:
+PAPER_TITLE_SHIFTS = (-0.45, -0.30, -0.15, 0.15, 0.30, 0.45)  # "moved by 15% of the canvas width
+# three times from the center to both the left and right direction"
+PAPER_BAR_LENGTHS = ([1, 10], [94, 101], [1, 10, 94, 101])  # "[1,9] U [94,100]" (integers)
 
-    Rows whose setting equals the IID value (each parameter's reference row, a ``{}`` row or a
-    zero lightness shift) are left out: they would repeat the IID test set.
+
+def perturbation_levels(sources: Sources, chart_type: int, form: str = "config") -> list[Level]:
+    """The OOD levels of a chart type, in file order.
+
+    ``form`` "config": derived/perturbation_levels.csv, the released generator configs. Rows
+    whose setting equals the IID value (each parameter's reference row, a ``{}`` row or a zero
+    lightness shift, which a proper CIELAB round trip leaves unchanged) are left out: they would
+    repeat the IID test set.
+    ``form`` "paper": the levels the paper's text describes, where it differs from the config:
+    the title's centre moved by +-15/30/45% of the width (config: left edge at 0.05 ... 0.95 of
+    the width); the background only darkened and the stroke only lightened (the config also
+    has background +5 and stroke -5); bar lengths from [1, 9] U [94, 100] (config [1, 10) U
+    [93, 100)). Every other parameter keeps the config's levels.
     """
-    return list(_levels(str(sources.path("grape", LEVELS_FILE)), check_type(chart_type)))
+    if form not in LEVEL_FORMS:
+        raise ValueError(f"levels must be one of {LEVEL_FORMS}, got {form!r}")
+    levels = list(_levels(str(sources.path("grape", LEVELS_FILE)), check_type(chart_type)))
+    if form == "config":
+        return levels
+    probe = _probe_chart(chart_type)
+    out: list[Level] = []
+    for lv in levels:
+        if lv.parameter in ("title_position", "bar_length"):
+            continue
+        if (lv.parameter, np.sign(lv.level) if isinstance(lv.level, float) else 0) in (
+                ("background_lightness", 1.0), ("stroke_lightness", -1.0)):
+            continue
+        out.append(lv)
+    for shift in PAPER_TITLE_SHIFTS:
+        settings = {PAPER_TITLE_SHIFT: shift}
+        out.append(Level("title_position", level_value("title_position", apply_settings(
+            probe, settings, np.random.default_rng(0)), settings), settings, "paper", "title"))
+    for ranges in PAPER_BAR_LENGTHS:
+        settings = {"values.valueRange": list(ranges)}
+        label = "+".join(f"{lo}-{hi}" for lo, hi in zip(ranges[::2], ranges[1::2]))
+        out.append(Level("bar_length", label, settings, "paper", "data"))
+    return out
 
 
 @lru_cache(maxsize=8)
@@ -391,13 +434,14 @@ def _levels(path: str, chart_type: int) -> tuple[Level, ...]:
 def _probe_chart(chart_type: int) -> GrapeCharts:
     """One neutral chart to read levels off settings (colours irrelevant)."""
     stacked = chart_type in STACK_TYPES
-    one = lambda v, dt=np.int16: np.array([v], dtype=dt)  # noqa: E731
+    one = lambda v, dt=np.int16: np.array([v], dtype=dt)
     values = np.full((1, N_VALUES), 50, np.int16)
     return GrapeCharts(chart_type, values, heights_from_values(chart_type, values),
                        np.array([[0, 1]], np.int8), np.zeros((1, 3), np.uint8),
                        np.zeros((1, 5, 3), np.uint8), np.zeros((1, 3), np.uint8),
                        one(STACK_WIDTH if stacked else BAR_WIDTH), one(-1), one(LINE_THICKNESS),
-                       one(DOT_BOTTOM), one(DOT_OFFSET), one(np.nan, np.float32), one(TITLE_SIZE),
+                       one(DOT_BOTTOM), one(DOT_OFFSET), one(np.nan, np.float32), one(0, np.float32),
+                       one(TITLE_SIZE),
                        np.zeros((1, 3), np.int16))
 
 

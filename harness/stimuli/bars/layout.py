@@ -23,15 +23,22 @@ GRAPE geometry (reference/grape-generation.md 3.1-3.3). The 100 x 100 plot area 
 - Dots: one black pixel; bars at (x + width // 2, 99 - dot_bottom), segments at
   (x + floor(width / 2 + offset), top + height // 2).
 - Axes: y axis x = 34, rows 19-119; x axis row 119, x 35-134 (over the bar bottoms); x ticks
-  rows 120-122 under each bar's centre int(x + width / 2 + 0.5), labelled 1.. (size 9, top at
-  row 123); y ticks x 29-33 at rows 19, 44, 69, 94, 119 labelled 100 ... 0, right-aligned to
-  end at x 28, centred on the tick.
-- Titles: chart title size ``title_size`` centred (or left edge at ``title_left`` * 150),
-  top at (20 - h) // 2; x-axis title size 9 centred on x 85, top row 135; y-axis title size 9
-  reading upwards, left edge x 3, centred on row 75.
-Fonts: Pillow's bundled Aileron Regular (``ImageFont.load_default(size)``, size in px) stands in
-for GRAPE's Arial, which is not freely redistributable; it is the same on every machine with
-the pinned Pillow.
+  rows 120-123 under each bar's centre int(x + width / 2 + 0.5); y ticks x 29-33 at rows 19,
+  44, 69, 94, 119.
+- Text is placed as GRAPE's generator places it (UtilIO.add_title_and_axis / add_label /
+  add_title, github.com/Ideas-Laboratory/Graphical-Perception): by the *origin* PIL's
+  ``ImageDraw.text`` draws from (top-left of the font's ascender box, not of the ink), at
+  coordinates computed from the text's size W x H = (right, bottom) of its box from that
+  origin, truncated to integers when drawn:
+  x tick labels "1".. origin (x + width / 2 + 0.5 - W / 2, 123); y tick labels "100".."0"
+  origin (30 - W, tick row - H / 2); x-axis title origin (85 - W / 2, 135); y-axis title drawn
+  on the image turned 90 degrees clockwise at origin ((150 - W) / 2, 3), so it reads upwards
+  along the left edge; chart title size ``title_size`` at origin ((150 - W) / 2, (20 - H) // 2),
+  or x = ``title_left`` * 150 for a left-anchored title (``title_shift`` * 150 added to a centred
+  title's x: the paper's title levels).
+Fonts: GRAPE uses Arial (9 px axis text, 12 px title), which may not be redistributed; Arimo
+(package fontpkg-arimo, SIL OFL) has Arial's metrics, so every text box has Arial's size and
+place (docs/grape-generator-audit.md compares both with the authors' example charts).
 
 Haehn geometry (reference 2.2-2.3), 100 x 100, ink only: bars are 1-px outlines (two sides and
 the top, no bottom) at left edges 2 + 9k (+8 from the sixth bar), 7 px wide; stacks are the two
@@ -42,8 +49,9 @@ top + d // 2 of the marked segment; x 25 or 75).
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 
+import fontpkg_arimo
 import numpy as np
 from PIL import ImageFont
 
@@ -51,7 +59,7 @@ from .grape import BAR_TYPES, GrapeCharts
 from .haehn import HaehnCharts
 from .words import WORDS
 
-RENDER_VERSION = "1"  # bump when any pixel of any chart changes
+RENDER_VERSION = "2"  # bump when any pixel of any chart changes (2: Arimo, GRAPE's text origins)
 
 BOX, BAR, TEXT = 0, 1, 2
 BLACK = np.zeros(3, np.uint8)
@@ -64,8 +72,13 @@ AXIS_FONT = 9
 BAR_PAD_LEFT, BAR_USABLE, MID_GAP = 2, 93, 4
 STACK_PAD_LEFT, STACK_GAP = 10, 20
 Y_TICKS = (("100", 19), ("75", 44), ("50", 69), ("25", 94), ("0", 119))
+X_TICK = 4  # px below the axis: GRAPE draws the 3-px tick line with PIL, which includes both ends
+X_LABEL_TOP = 123
+Y_LABEL_RIGHT = 30
 X_TITLE_CENTRE, X_TITLE_TOP = 85, 135
-Y_TITLE_LEFT, Y_TITLE_CENTRE = 3, 75
+Y_TITLE_TOP = 3  # distance of the upright y-axis title's origin from the left edge
+TITLE_BAND = 20  # the chart title is centred vertically in the top 20 rows
+FONT_FILE = fontpkg_arimo.ROOT / "files" / "Arimo[wght].ttf"
 
 HAEHN_SIZE = 100
 HAEHN_INK = np.uint8(255)
@@ -75,20 +88,36 @@ HAEHN_DOT_ROW = 94
 HAEHN_STACKS = ((10, 40), (60, 90))
 
 
-@lru_cache(maxsize=None)
+@cache
 def font(size: int) -> ImageFont.FreeTypeFont:
-    return ImageFont.load_default(size)
+    return ImageFont.truetype(str(FONT_FILE), size)
 
 
-@lru_cache(maxsize=None)
+@cache
 def text_bbox(text: str, size: int) -> tuple[int, int, int, int]:
     """(left, top, right, bottom) of the ink of ``text`` drawn with its origin at (0, 0)."""
-    return font(size).getbbox(text)
+    left, top, right, bottom = font(size).getbbox(text)
+    return int(left), int(top), int(right), int(bottom)
 
 
-def text_size(text: str, size: int) -> tuple[int, int]:
-    l, t, r, b = text_bbox(text, size)
-    return r - l, b - t
+def text_extent(text: str, size: int) -> tuple[int, int]:
+    """W x H from the origin to the right and bottom of the text's box (what GRAPE's code
+    measures with ``getsize``)."""
+    _, _, r, b = text_bbox(text, size)
+    return r, b
+
+
+def text_at(text: str, size: int, x: float, y: float) -> tuple:
+    """TEXT operation for ``text`` drawn with its origin at (x, y), truncated as PIL does."""
+    l, t, _, _ = text_bbox(text, size)
+    return (TEXT, text, size, False, int(x) + l, int(y) + t)
+
+
+def upright_text_at(text: str, size: int, x: float, y: float) -> tuple:
+    """TEXT operation for ``text`` drawn at origin (x, y) on the image turned 90 degrees
+    clockwise and turned back: it reads bottom to top; (x, y) are in the turned image."""
+    _, t, r, _ = text_bbox(text, size)
+    return (TEXT, text, size, True, int(y) + t, SIZE - int(x) - r)
 
 
 def bar_gap(width: int, thickness: int, gap: int) -> int:
@@ -168,29 +197,29 @@ def static_ops(key: tuple[int, int, int, int]) -> tuple[tuple, ...]:
     ops = [(BOX, ax_left, PLOT_Y - 1, ax_left, ax_bottom, BLACK),
            (BOX, PLOT_X, ax_bottom, PLOT_X + PLOT - 1, ax_bottom, BLACK)]
     for k, x in enumerate(element_lefts(chart_type, w, t, gap)):
-        xt = int(x + w / 2 + 0.5) + PLOT_X
-        ops.append((BOX, xt, ax_bottom + 1, xt, ax_bottom + 3, BLACK))
+        centre = x + w / 2 + 0.5 + PLOT_X
+        xt = int(centre)
+        ops.append((BOX, xt, ax_bottom + 1, xt, ax_bottom + X_TICK, BLACK))
         label = str(k + 1)
-        ops.append((TEXT, label, AXIS_FONT, False, xt - text_size(label, AXIS_FONT)[0] // 2,
-                    ax_bottom + 4))
+        ops.append(text_at(label, AXIS_FONT, centre - text_extent(label, AXIS_FONT)[0] / 2, X_LABEL_TOP))
     for label, y in Y_TICKS:
         ops.append((BOX, ax_left - 5, y, ax_left - 1, y, BLACK))
-        lw, lh = text_size(label, AXIS_FONT)
-        ops.append((TEXT, label, AXIS_FONT, False, ax_left - 5 - lw, y - lh // 2))
+        lw, lh = text_extent(label, AXIS_FONT)
+        ops.append(text_at(label, AXIS_FONT, Y_LABEL_RIGHT - lw, y - lh / 2))
     return tuple(ops)
 
 
 def grape_title_ops(c: GrapeCharts, i: int) -> list[tuple]:
     title, xtitle, ytitle = (WORDS[k] for k in c.words[i].tolist())
     size = int(c.title_size[i])
-    tw, th = text_size(title, size)
+    tw, th = text_extent(title, size)
     left = float(c.title_left[i])
-    tx = (SIZE - tw) // 2 if np.isnan(left) else int(left * SIZE)
-    xw, _ = text_size(xtitle, AXIS_FONT)
-    yw, _ = text_size(ytitle, AXIS_FONT)
-    return [(TEXT, xtitle, AXIS_FONT, False, X_TITLE_CENTRE - xw // 2, X_TITLE_TOP),
-            (TEXT, ytitle, AXIS_FONT, True, Y_TITLE_LEFT, Y_TITLE_CENTRE - yw // 2),
-            (TEXT, title, size, False, tx, (PLOT_Y - th) // 2)]
+    tx = (SIZE - tw) / 2 + float(c.title_shift[i]) * SIZE if np.isnan(left) else left * SIZE
+    xw, _ = text_extent(xtitle, AXIS_FONT)
+    yw, _ = text_extent(ytitle, AXIS_FONT)
+    return [text_at(xtitle, AXIS_FONT, X_TITLE_CENTRE - xw / 2, X_TITLE_TOP),
+            upright_text_at(ytitle, AXIS_FONT, (SIZE - yw) / 2, Y_TITLE_TOP),
+            text_at(title, size, tx, (TITLE_BAND - th) // 2)]
 
 
 def grape_ops(c: GrapeCharts, i: int) -> list[tuple]:

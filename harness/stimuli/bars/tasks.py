@@ -23,14 +23,23 @@ import numpy as np
 
 from ...sources import Sources
 from ..base import Prompt, Stimulus, StimulusSet
+from .authors import authors_test_stimuli
 from .colours import load_pools
-from .grape import (PARAMETERS, apply_mixture, apply_settings, check_type, mixture,
-                    perturbation_levels, sample_grape)
+from .grape import (
+    LEVEL_FORMS,
+    PARAMETERS,
+    apply_mixture,
+    apply_settings,
+    check_type,
+    mixture,
+    perturbation_levels,
+    sample_grape,
+)
 from .haehn import sample_haehn_splits
 from .humans import human_references
 from .render import ChartImage
 
-VERSION = "1"
+VERSION = "2"  # 2: renderer 2 (GRAPE's fonts and text origins), levels option
 PROMPT = Prompt(
     prompt_id="ratio.chart.v1",
     text=("What percentage is the smaller of the two marked bars of the larger one? "
@@ -88,16 +97,26 @@ def _select_levels(levels, ood) -> list:
 
 def build_grape(sources: Sources, seed: int = 0, *, chart_type: int = 1, n_train: int = 5000,
                 n_val: int = 1000, n_test: int = 1000, ood: Any = "all", n_ood: int = 100,
-                augment: str | None = None, mask: bool = False) -> StimulusSet:
+                augment: str | None = None, mask: bool = False, levels: str = "config",
+                authors_test: str | None = None) -> StimulusSet:
     """GRAPE standard charts of one type.
 
+    ``levels``: the OOD levels, "config" (the released generator configs, GRAPE's own test
+    sets and user study) or "paper" (the levels the paper's text describes; see
+    grape.perturbation_levels for the differences). ``authors_test``: a folder holding a test set
+    rendered by GRAPE's own generator (authors.py): its charts join the test split, scored beside
+    gestalt's IID charts (the MLAE gap between both measures the generator difference).
     ``augment``: a GRAPE augmentation mixture (grape.MIX_NAMES, bar types) applied to train and
     val. ``mask``: images get the marked bars' segmentation mask as alpha (RGBA), GRAPE's
     mask variant for CNNs.
     """
     chart_type = check_type(chart_type)
+    if levels not in LEVEL_FORMS:
+        raise ValueError(f"levels must be one of {', '.join(LEVEL_FORMS)}, got {levels!r}")
     if n_ood > n_test:
         raise ValueError(f"n_ood ({n_ood}) cannot exceed n_test ({n_test}): OOD charts perturb test charts")
+    if authors_test is not None and mask:
+        raise ValueError("authors_test: the authors' rendered charts have no target mask; use mask: false")
     pools = load_pools(sources)
     tag = f"grape_type{chart_type}"
     members = mixture(sources, augment, chart_type) if augment else None
@@ -117,18 +136,19 @@ def build_grape(sources: Sources, seed: int = 0, *, chart_type: int = 1, n_train
     stimuli += test_stimuli
     base = test.take(np.arange(n_ood))
     base_ids = [s.stimulus_id for s in test_stimuli[:n_ood]]
-    for lv in _select_levels(perturbation_levels(sources, chart_type), ood):
+    for lv in _select_levels(perturbation_levels(sources, chart_type, levels), ood):
         rng = _rng(seed, chart_type, _level_stream(lv.parameter, lv.level))
         charts = apply_settings(base, lv.settings, rng, f"{lv.grape_parameter} {lv.testdata}")
         stimuli += _stimuli(charts, tag, f"ood-{lv.parameter}-{lv.level}", "test", mask, "grape",
                             manipulated={"parameter": lv.parameter, "level": lv.level},
                             base_ids=base_ids,
                             meta={"grape_settings": lv.settings, "grape_testdata": lv.testdata})
+    if authors_test is not None:
+        stimuli += authors_test_stimuli(authors_test, tag, chart_type)
     return StimulusSet(
         task_id=task_id("grape", chart_type), version=VERSION, response_space="scalar",
         stimuli=stimuli, human_ref_id="grape-user-study", prompt=PROMPT,
-        human={"chart_type": chart_type, "generator": "grape",
-               "references": human_references(sources, chart_type)},
+        human=human_references(sources, chart_type, "grape"),
         seed=seed)
 
 
@@ -153,8 +173,6 @@ def build_haehn(sources: Sources, seed: int = 0, *, chart_type: int = 1, n_train
         task_id=task_id("haehn", chart_type), version=VERSION, response_space="scalar",
         stimuli=stimuli, human_ref_id="cleveland-mcgill-1984", prompt=PROMPT,
         # GRAPE's participants saw GRAPE's charts; Haehn's stimuli are compared with C&M, H&B
-        human={"chart_type": chart_type, "generator": "haehn",
-               "references": {k: v for k, v in human_references(sources, chart_type).items()
-                              if not k.startswith("grape")}},
+        human=human_references(sources, chart_type, "haehn"),
         seed=seed)
 
