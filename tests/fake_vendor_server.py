@@ -3,6 +3,7 @@
 It speaks three wire formats, chosen by path:
 
 - OpenAI chat completions: ``POST .../chat/completions`` (``Authorization: Bearer <key>``)
+- Azure OpenAI: ``POST /openai/deployments/<name>/chat/completions?api-version=...`` (``api-key``)
 - Anthropic messages: ``POST /v1/messages`` (``x-api-key``, ``anthropic-version``)
 - Google Gemini: ``POST /v1beta/models/<model>:generateContent`` (``x-goog-api-key``)
 
@@ -11,9 +12,10 @@ image part *before* the text part); a malformed request gets a 400 naming the pr
 decoded image bytes, prompt and body of every request are recorded.
 
 Behaviour is scripted per request from a queue of actions (then ``reply`` by default):
-``Reply(text)``, ``Status(code, retry_after=None)``, ``Sleep(seconds)`` (answer only after the
-client's timeout), ``Malformed()`` (a 200 whose body is not JSON), ``Blocked()`` (Gemini: no
-candidates). A wrong key gets a 401 whose body echoes the key it was sent, as some vendors do
+``Reply(text)``, ``Status(code, retry_after=None, headers=None, body=None)``, ``Payload(body)``
+(a 200 with exactly that body: the vendors' documented shapes), ``Sleep(seconds)`` (answer only
+after the client's timeout), ``Malformed()`` (a 200 whose body is not JSON), ``Blocked()`` (Gemini:
+no candidates). A request may carry text alone (no image part): the LLM answer extractor. A wrong key gets a 401 whose body echoes the key it was sent, as some vendors do
 partially, so redaction can be tested.
 """
 
@@ -38,7 +40,16 @@ class Reply:
 @dataclass
 class Status:
     code: int
-    retry_after: float | None = None
+    retry_after: float | str | None = None
+    headers: dict[str, str] | None = None
+    body: dict | None = None  # default: {"error": {"message": "scripted <code>"}}
+
+
+@dataclass
+class Payload:
+    """A 200 with exactly this body (a vendor's documented response shape)."""
+
+    body: dict
 
 
 @dataclass
@@ -161,6 +172,7 @@ def reply_google(model: str, text: str, n_in: int, n_out: int) -> dict:
 
 VENDORS = {
     "openai": (parse_openai, reply_openai),
+    "azure": (parse_openai, reply_openai),
     "anthropic": (parse_anthropic, reply_anthropic),
     "google": (parse_google, reply_google),
 }
@@ -210,6 +222,9 @@ class FakeVendorServer:
 
     # -- request handling --------------------------------------------------------------------
     def _vendor(self, path: str) -> tuple[str, str | None]:
+        path, _, query = path.partition("?")
+        if path.startswith("/openai/deployments/") and path.endswith("/chat/completions"):
+            return ("azure", None) if "api-version=" in query else ("unknown", None)
         if path.endswith("/chat/completions"):
             return "openai", None
         if path == "/v1/messages":
@@ -221,6 +236,7 @@ class FakeVendorServer:
 
     def _auth_ok(self, vendor: str, headers) -> tuple[bool, str]:
         sent = {"openai": (headers.get("authorization") or "").removeprefix("Bearer "),
+                "azure": headers.get("api-key") or "",
                 "anthropic": headers.get("x-api-key") or "",
                 "google": headers.get("x-goog-api-key") or ""}[vendor]
         if vendor == "anthropic" and not headers.get("anthropic-version"):
@@ -259,7 +275,11 @@ class FakeVendorServer:
             time.sleep(self.delay_s)
         if isinstance(action, Status):
             extra = {"retry-after": str(action.retry_after)} if action.retry_after is not None else {}
-            return self._send(h, action.code, {"error": {"message": f"scripted {action.code}"}}, extra)
+            extra.update(action.headers or {})
+            body = action.body if action.body is not None else {"error": {"message": f"scripted {action.code}"}}
+            return self._send(h, action.code, body, extra)
+        if isinstance(action, Payload):
+            return self._send(h, 200, action.body)
         if isinstance(action, Sleep):
             time.sleep(action.seconds)
             action = Reply()

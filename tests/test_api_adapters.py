@@ -13,6 +13,7 @@ from tests.fake_vendor_server import Blocked, FakeVendorServer, Malformed, Reply
 from harness.models.api import APIModel
 from harness.models.base import ModelError, ModelSpec
 from harness.models.registry import build_adapter
+from harness.readouts.parse import api_error_status
 from harness.readouts.prompt import PromptChoice
 from harness.stimuli.base import Prompt, Stimulus, StimulusSet, png_bytes
 
@@ -76,7 +77,7 @@ def test_thinking_parts_are_not_the_answer(server):
     for provider in ("anthropic", "google"):
         gen = make(provider, server).generate(IMAGE, PROMPT, SETTINGS)
         assert gen.text == "2"
-    assert make("google", server).generate(IMAGE, PROMPT, SETTINGS).usage["reasoning_tokens"] == 7
+    assert make("google", server).generate(IMAGE, PROMPT, SETTINGS).usage["thinking_tokens"] == 7
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -142,10 +143,10 @@ def test_unexpected_failure_is_a_null_not_an_exception(server, monkeypatch):
     assert KEY not in gen.error and len(server.requests) == 1
 
 
-def test_gemini_blocked_prompt_is_terminal(server):
+def test_gemini_blocked_prompt_is_a_safety_null(server):
     server.script(Blocked(), Reply())
     gen = make("google", server).generate(IMAGE, PROMPT, SETTINGS)
-    assert gen.text is None and gen.error == "no_candidates: SAFETY"
+    assert gen.error == "safety: prompt blocked (SAFETY)" and api_error_status(gen.error) == "null:safety"
     assert len(server.requests) == 1
 
 
@@ -181,7 +182,7 @@ def test_temperature_and_budget_rules(server):
     body = server.requests[-1].body
     assert "temperature" not in body and body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
     assert body["max_tokens"] == 3000
-    make("google", server, thinking_budget=0).generate(IMAGE, PROMPT, SETTINGS)
+    make("google", server, model="gemini-2.5-flash", thinking_budget=0).generate(IMAGE, PROMPT, SETTINGS)
     config = server.requests[-1].body["generationConfig"]
     assert config["thinkingConfig"] == {"thinkingBudget": 0} and config["temperature"] == 0.0
     make("openai-compatible", server, supports_temperature=False).generate(IMAGE, PROMPT, SETTINGS)
