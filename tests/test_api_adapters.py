@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import base64
+import email.utils
 import json
 import logging
 import random
+import urllib.parse
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from PIL import Image
 
-from tests.fake_vendor_server import Blocked, FakeVendorServer, Malformed, Reply, Sleep, Status
-from harness.models.api import APIModel
+from tests.fake_vendor_server import Blocked, FakeVendorServer, Malformed, Payload, Reply, Sleep, Status
+from harness.models.api import APIModel, secret_forms
 from harness.models.base import ModelError, ModelSpec
 from harness.models.registry import build_adapter
 from harness.readouts.parse import api_error_status
@@ -262,3 +266,176 @@ def test_readout_records_api_errors_as_null(server):
     assert [r.response for r in responses] == [None, 3, 2]
     assert responses[0].raw_output is None and responses[0].extras["error"].startswith("http_500")
     assert responses[1].usage["output_tokens"] == 2
+
+
+# -- issue 17: what each model accepts, cut-short answers, transport rules ----------------------
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_text_only_request_has_no_image_part(provider, server):
+    # The CHART-6 LLM extractor calls generate(None, ...); main raised AttributeError here.
+    gen = make(provider, server).generate(None, PROMPT, SETTINGS)
+    assert (gen.text, gen.error) == ("2", None)
+    (req,) = server.requests
+    assert req.order == ["text"] and req.image_png is None and req.prompt == PROMPT
+
+
+def test_unbuildable_request_is_a_null_not_an_exception(server, monkeypatch):
+    adapter = make("openai", server)
+    monkeypatch.setattr("harness.models.api.png_bytes", lambda im: 1 / 0)
+    gen = adapter.generate(IMAGE, PROMPT, SETTINGS)
+    assert gen.text is None and gen.error.startswith("request: ZeroDivisionError")
+    assert server.requests == []
+
+
+def sent(server) -> dict:
+    return server.requests[-1].body
+
+
+def test_parameters_follow_the_capability_table(server):
+    # Opus 4.7 rejects temperature (defect 2): the readout's default temperature 0 is left out.
+    gen = make("anthropic", server, model="claude-opus-4-7").generate(IMAGE, PROMPT, SETTINGS)
+    assert gen.text == "2" and "temperature" not in sent(server)
+    assert gen.settings_dropped == {"temperature": 0.0}
+    # Sonnet 4.5: not both (defect 3); the neutral top_p 1.0 goes, temperature stays.
+    gen = make("anthropic", server, model="claude-sonnet-4-5").generate(
+        IMAGE, PROMPT, {**SETTINGS, "temperature": 0.2, "top_p": 1.0})
+    assert sent(server)["temperature"] == 0.2 and "top_p" not in sent(server)
+    assert gen.settings_dropped == {"top_p": 1.0}
+    # o-series: no top_p, no temperature (defect 4) ...
+    gen = make("openai", server, model="o4-mini", max_tokens=4000).generate(
+        IMAGE, PROMPT, {**SETTINGS, "top_p": 0.9})
+    assert not {"temperature", "top_p"} & set(sent(server))
+    # ... but gpt-5-chat-latest and gpt-5.x at reasoning_effort none take temperature.
+    make("openai", server, model="gpt-5-chat-latest").generate(IMAGE, PROMPT, SETTINGS)
+    assert sent(server)["temperature"] == 0.0
+    make("openai", server, model="gpt-5.2", reasoning_effort="none").generate(IMAGE, PROMPT, SETTINGS)
+    assert sent(server)["temperature"] == 0.0 and sent(server)["reasoning_effort"] == "none"
+    make("openai", server, model="gpt-5.2", reasoning_effort="high", max_tokens=4000).generate(
+        IMAGE, PROMPT, SETTINGS)
+    assert "temperature" not in sent(server)
+
+
+def test_seed_is_sent_where_accepted(server):
+    settings = {**SETTINGS, "seed": 7}
+    make("openai", server).generate(IMAGE, PROMPT, settings)
+    assert sent(server)["seed"] == 7
+    make("google", server).generate(IMAGE, PROMPT, settings)
+    assert sent(server)["generationConfig"]["seed"] == 7
+    gen = make("anthropic", server).generate(IMAGE, PROMPT, settings)
+    assert "seed" not in sent(server) and gen.settings_dropped == {"seed": 7}
+
+
+@pytest.mark.parametrize("provider,model,options,settings,needle", [
+    # the paper's decoding cannot be dropped silently (exact)
+    ("openai", "o3", {"max_tokens": 4000}, {"temperature": 0.2, "exact": ["temperature"]}, "temperature"),
+    ("anthropic", "claude-sonnet-4-5", {}, {"temperature": 0.2, "top_p": 0.6,
+                                            "exact": ["temperature", "top_p"]}, "together"),
+    # thinking budgets (defect 5)
+    ("anthropic", "claude-sonnet-4-5", {"thinking_budget": 500, "max_tokens": 4000}, {}, "thinking_budget 500"),
+    ("anthropic", "claude-sonnet-4-5", {"thinking_budget": 2048}, {}, "max_tokens=40"),
+    ("anthropic", "claude-opus-4-7", {"thinking_budget": 2048, "max_tokens": 4000}, {}, "adaptive"),
+    ("google", "gemini-2.5-pro", {"thinking_budget": 0}, {}, "cannot be turned off"),
+    # thinking by default at the protocol's 40 tokens (defect 6)
+    ("google", "gemini-2.5-flash", {}, {}, "max_tokens=40"),
+    ("openai", "gpt-5-nano", {}, {}, "max_tokens=40"),
+    ("openai", "gpt-4o", {"reasoning_effort": "high"}, {}, "reasoning_effort"),
+])
+def test_settings_that_cannot_work_are_refused_with_one_line(provider, model, options, settings, needle, server):
+    adapter = make(provider, server, model=model, **options)
+    with pytest.raises(ModelError) as err:
+        adapter.plan({**SETTINGS, **settings})
+    message = str(err.value)
+    assert "\n" not in message and needle in message and model in message
+    gen = adapter.generate(IMAGE, PROMPT, {**SETTINGS, **settings})  # never sent if it got this far
+    assert gen.error.startswith("refused:") and server.requests == []
+
+
+def test_unknown_model_gets_vendor_defaults_and_a_warning(server, caplog):
+    caplog.set_level(logging.WARNING)
+    make("openai", server, model="gpt-4o-2024-08-06")
+    assert "capability table" not in caplog.text
+    make("openai", server, model="acme-vision-9")
+    assert "acme-vision-9 is not in the capability table" in caplog.text
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "google"])
+def test_cut_short_answers_are_null_reasons(provider, server):
+    # A thinking model that spends its budget gives empty text with a length stop (defect 6).
+    body = {"openai": {"choices": [{"index": 0, "finish_reason": "length",
+                                    "message": {"role": "assistant", "content": ""}}]},
+            "anthropic": {"content": [], "stop_reason": "max_tokens", "usage": {}},
+            "google": {"candidates": [{"finishReason": "MAX_TOKENS", "content": {"role": "model"}}]}}
+    server.script(Payload(body[provider]))
+    gen = make(provider, server).generate(IMAGE, PROMPT, SETTINGS)
+    assert api_error_status(gen.error) == "null:truncated" and len(server.requests) == 1
+
+
+def test_refusals_are_not_answers(server):
+    # main used OpenAI's refusal text as the answer (defect 7).
+    server.script(Payload({"choices": [{"index": 0, "finish_reason": "stop", "message": {
+        "role": "assistant", "content": None, "refusal": "I won't count 3 marks."}}]}))
+    gen = make("openai", server).generate(IMAGE, PROMPT, SETTINGS)
+    assert api_error_status(gen.error) == "null:refusal" and gen.text == ""
+
+
+def test_retry_after_forms(server):
+    adapter = make("openai", server, backoff_cap_s=30.0)
+    waits: list[float] = []
+    adapter._sleep = waits.append
+    date = email.utils.format_datetime(datetime.now(timezone.utc) + timedelta(seconds=20), usegmt=True)
+    server.script(Status(429, headers={"retry-after-ms": "250"}), Status(503, retry_after=date),
+                  Status(429, retry_after=-1), Reply())
+    assert adapter.generate(IMAGE, PROMPT, SETTINGS).text == "2"  # Retry-After -1 must not raise
+    assert waits[0] == 0.25 and 15 <= waits[1] <= 20 and waits[2] == 0.0
+
+
+def test_x_should_retry_and_409(server):
+    server.script(Status(409), Status(400, headers={"x-should-retry": "true"}), Reply())
+    assert make("openai", server).generate(IMAGE, PROMPT, SETTINGS).text == "2"
+    assert len(server.requests) == 3
+    server.script(Status(503, headers={"x-should-retry": "false"}), Reply())
+    gen = make("openai", server).generate(IMAGE, PROMPT, SETTINGS)
+    assert gen.error.startswith("http_503") and len(server.requests) == 4
+
+
+def test_quota_429_is_not_retried(server):
+    quota = {"error": {"message": "You exceeded your current quota.", "type": "insufficient_quota",
+                       "code": "insufficient_quota"}}
+    server.script(*[Status(429, body=quota)] * 7)
+    gen = make("openai", server).generate(IMAGE, PROMPT, SETTINGS)
+    assert gen.error.startswith("quota:") and len(server.requests) == 1
+
+
+def test_transport_defaults_and_azure(server, monkeypatch):
+    adapter = make("openai", server)
+    assert APIModel(ModelSpec(id="d", source="api", name="openai/gpt-4o")).options["timeout_s"] == 600.0
+    adapter.generate(IMAGE, PROMPT, SETTINGS)
+    assert server.requests[-1].headers["user-agent"].startswith("gestalt-harness/")
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", KEY)
+    azure = build_adapter(ModelSpec(id="az", source="api", name="azure/vision-deploy", options={
+        "base_url": server.url, "api_version": "2024-10-21", "served_model": "gpt-4o"}))
+    assert azure.generate(IMAGE, PROMPT, SETTINGS).text == "2"
+    req = server.requests[-1]
+    assert req.vendor == "azure" and req.path == "/openai/deployments/vision-deploy/chat/completions?api-version=2024-10-21"
+    assert req.headers["api-key"] == KEY
+    with pytest.raises(ModelError, match="api_version"):
+        build_adapter(ModelSpec(id="az", source="api", name="azure/d", options={"base_url": server.url}))
+
+
+def test_key_with_trailing_newline_is_stripped_and_never_stored(server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY + "\n")
+    assert make("openai", server).generate(IMAGE, PROMPT, SETTINGS).text == "2"
+    assert server.requests[-1].headers["authorization"] == f"Bearer {KEY}"
+
+
+def test_every_representation_of_the_key_is_scrubbed(server):
+    forms = [KEY, repr(f"Bearer {KEY}\n"), urllib.parse.quote(f"Bearer {KEY}"),
+             base64.b64encode(f"Bearer {KEY}".encode()).decode(), base64.b64encode(KEY.encode()).decode(),
+             KEY[5:17], json.dumps({"k": KEY + "\n"})]
+    for form in forms:
+        server.script(Status(401, body={"error": {"message": f"bad credential {form} sent"}}))
+        gen = make("openai", server).generate(IMAGE, PROMPT, SETTINGS)
+        assert gen.error.startswith("http_401") and "[redacted]" in gen.error, form
+        for piece in (KEY, *[form[i:i + 8] for i in range(len(form) - 7) if form[i:i + 8] in " ".join(
+                secret_forms(KEY))]):
+            assert piece not in gen.error, (form, piece)

@@ -8,7 +8,7 @@ Providers and wire formats:
   ``https://api.openai.com/v1``), ``Authorization: Bearer``; key ``OPENAI_API_KEY``.
 - ``azure``: Azure OpenAI, ``azure/<deployment>``: ``POST {base_url}/openai/deployments/<deployment>/
   chat/completions?api-version=<options.api_version>`` with an ``api-key`` header; key
-  ``AZURE_OPENAI_API_KEY``; ``options.model`` names the OpenAI model the deployment serves (its
+  ``AZURE_OPENAI_API_KEY``; ``options.served_model`` names the OpenAI model the deployment serves (its
   capability row), else the deployment name is used.
 - ``openai-compatible``: the same format at ``options.base_url`` (vLLM, Ollama, LM Studio); a key
   only if ``options.api_key_env`` names one.
@@ -95,7 +95,7 @@ PROVIDERS: dict[str, dict[str, Any]] = {
 OPENAI_FORMAT = ("openai", "azure", "openai-compatible")
 # Options that change an answer (fingerprint) and runtime knobs that do not.
 ANSWER_OPTIONS = {"base_url", "max_tokens", "supports_temperature", "thinking_budget", "adaptive_thinking",
-                  "reasoning_effort", "anthropic_version", "extra_body", "api_version", "model"}
+                  "reasoning_effort", "anthropic_version", "extra_body", "api_version", "served_model"}
 # ``generation`` holds the recipe's generation settings, which reach the model through the readout.
 RUNTIME_OPTIONS = {"api_key_env", "timeout_s", "max_retries", "backoff_base_s", "backoff_cap_s",
                    "concurrency", "generation"}
@@ -105,8 +105,9 @@ RETRY_STATUS = {408, 409, 429}  # and every 5xx
 DETAIL_CHARS = 300
 # A 429 that waiting does not cure: OpenAI's spent credit, a per-day quota.
 QUOTA_MARKERS = ("insufficient_quota", "billing", "PerDay", "spend limit", "credit balance")
+# Gemini finishReasons that withhold an answer on content grounds (google.genai.types.FinishReason).
 GOOGLE_SAFETY = {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
-                 "LANGUAGE", "OTHER"}
+                 "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION", "MODEL_ARMOR"}
 NEUTRAL = 1.0  # temperature and top_p that leave the model's distribution as it is
 
 
@@ -257,7 +258,7 @@ class APIModel:
     @property
     def capability_model(self) -> str:
         """The model name the capability table is read with (Azure: the model a deployment serves)."""
-        return str(self.options.get("model") or self.model)
+        return str(self.options.get("served_model") or self.model)
 
     @property
     def family(self) -> tuple[Family, bool]:

@@ -6,7 +6,7 @@ dropping it would change the experiment, the run is refused at preflight. A mode
 gets its vendor's default family (the last row of the vendor) and a warning.
 
 Rows are tried in order; ``pattern`` is matched (``re.match``) against the model name (for Azure:
-``options.model``, else the deployment name). ``evidence`` says where each rule comes from: the
+``options.served_model``, else the deployment name). ``evidence`` says where each rule comes from: the
 vendor's documentation, or the error the vendor returned (issue 17 of this repository).
 """
 
