@@ -13,7 +13,8 @@ decoded image bytes, prompt and body of every request are recorded.
 
 Behaviour is scripted per request from a queue of actions (then ``reply`` by default):
 ``Reply(text)``, ``Status(code, retry_after=None, headers=None, body=None)``, ``Payload(body)``
-(a 200 with exactly that body: the vendors' documented shapes), ``Sleep(seconds)`` (answer only
+(a 200 with exactly that body: the vendors' documented shapes), ``Drop()`` (the connection closes
+with no answer), ``Sleep(seconds)`` (answer only
 after the client's timeout), ``Malformed()`` (a 200 whose body is not JSON), ``Blocked()`` (Gemini:
 no candidates). A request may carry text alone (no image part): the LLM answer extractor. A wrong key gets a 401 whose body echoes the key it was sent, as some vendors do
 partially, so redaction can be tested.
@@ -60,6 +61,11 @@ class Sleep:
 @dataclass
 class Malformed:
     pass
+
+
+@dataclass
+class Drop:
+    """Close the connection without answering (a reset mid-request)."""
 
 
 @dataclass
@@ -280,6 +286,9 @@ class FakeVendorServer:
             return self._send(h, action.code, body, extra)
         if isinstance(action, Payload):
             return self._send(h, 200, action.body)
+        if isinstance(action, Drop):
+            h.close_connection = True
+            return None
         if isinstance(action, Sleep):
             time.sleep(action.seconds)
             action = Reply()
