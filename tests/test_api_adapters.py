@@ -439,3 +439,23 @@ def test_every_representation_of_the_key_is_scrubbed(server):
         for piece in (KEY, *[form[i:i + 8] for i in range(len(form) - 7) if form[i:i + 8] in " ".join(
                 secret_forms(KEY))]):
             assert piece not in gen.error, (form, piece)
+
+
+def test_capability_table_covers_the_shipped_recipes():
+    import re
+
+    import yaml
+
+    from harness.models.api_capabilities import family_of
+    from tests.conftest import REPO
+
+    names = set()
+    for path in (REPO / "recipes").glob("*.yaml"):
+        text = path.read_text()
+        names |= {m["name"] for m in (yaml.safe_load(text).get("models") or []) if m.get("source") == "api"}
+        names |= set(re.findall(r"extractor_model: \{source: api, name: ([\w./-]+)\}", text))
+    assert {"openai/gpt-4o-2024-08-06", "openai/gpt-4-0613"} <= names
+    for name in names:
+        provider, _, model = name.partition("/")
+        family, known = family_of(provider, model)
+        assert known, f"{name} is not in harness/models/api_capabilities.py"

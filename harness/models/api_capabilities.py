@@ -123,8 +123,7 @@ def family_of(provider: str, model: str) -> tuple[Family, bool]:
 
 # Model-name prefixes that the default rows describe (so a gpt-4o is not "unknown").
 _DEFAULT_PREFIXES = {"openai": r"(?:gpt-4|gpt-3\.5|chatgpt)", "azure": r"(?:gpt-4|gpt-3\.5|chatgpt)",
-                     "anthropic": r"claude-(?:3|opus-4-[01]|sonnet-4(?:-\d{8})?$|opus-4(?:-\d{8})?$"
-                                  r"|sonnet-4-0|opus-4-0)",
+                     "anthropic": r"claude-(?:3|(?:opus|sonnet)-4(?:-[01])?(?:-\d{8})?$)",
                      "google": r"gemini-(?:1\.|2\.0)", "openai-compatible": r""}
 
 
