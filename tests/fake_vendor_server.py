@@ -27,6 +27,7 @@ import json
 import re
 import threading
 import time
+import urllib.parse
 from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -313,3 +314,35 @@ class FakeVendorServer:
             h.send_header(k, v)
         h.end_headers()
         h.wfile.write(data)
+
+
+# -- finding a planted key -----------------------------------------------------------------------
+
+_B64_RUN = re.compile(r"[A-Za-z0-9+/_-]{8,}")
+
+
+def reveals_key(text: str, key: str, piece: int = 8) -> bool:
+    """Whether ``text`` shows any ``piece`` characters of ``key``: as written, after URL-decoding,
+    after undoing backslash escapes, or inside any base64 run (decoded at each alignment; there 6
+    bytes, i.e. 8 base64 characters, count). Independent of the scrubber it checks."""
+    views = [text, urllib.parse.unquote(text), urllib.parse.unquote_plus(text)]
+    try:
+        views.append(text.encode("latin-1", "ignore").decode("unicode_escape", "ignore"))
+    except UnicodeDecodeError:
+        pass
+    if any(key[i:i + piece] in v for v in views for i in range(len(key) - piece + 1)):
+        return True
+    raw = key.encode()
+    windows = {raw[i:i + 6] for i in range(len(raw) - 5)}
+    for run in _B64_RUN.findall(text):
+        for alphabet in (run, run.replace("-", "+").replace("_", "/")):
+            for offset in range(4):
+                chunk = alphabet[offset:]
+                chunk = chunk[:len(chunk) - len(chunk) % 4]
+                try:
+                    decoded = base64.b64decode(chunk, validate=False)
+                except ValueError:
+                    continue
+                if any(w in decoded for w in windows):
+                    return True
+    return False

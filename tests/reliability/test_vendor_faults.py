@@ -20,9 +20,8 @@ from collections import Counter
 import pytest
 import yaml
 
-from harness.models.api import FRAGMENT, secret_forms
 from tests.conftest import MIRROR
-from tests.fake_vendor_server import Drop, FakeVendorServer, Malformed, Payload, Reply, Sleep, Status
+from tests.fake_vendor_server import Drop, FakeVendorServer, Malformed, Payload, Reply, Sleep, Status, reveals_key
 
 KEY = "sk-proj-PLANTED-key-Zq8vR3xW7mT1nB5y"
 TASK = "similarity.chart.mark_color"
@@ -71,16 +70,6 @@ FAULTS = [
 ]
 
 
-def leaks(data: bytes) -> set[str]:
-    """Every 8-character piece of every form of the key (and of the key with its newline) found."""
-    found = set()
-    for form in {*secret_forms(KEY), *secret_forms(KEY + "\n")}:
-        for i in range(len(form) - FRAGMENT + 1):
-            if form[i:i + FRAGMENT].encode() in data:
-                found.add(form[i:i + FRAGMENT])
-    return found
-
-
 @pytest.mark.slow
 def test_fault_modes_with_a_planted_key(tmp_path, monkeypatch, capfd, caplog):
     from harness.recipes import load_recipe
@@ -116,13 +105,12 @@ def test_fault_modes_with_a_planted_key(tmp_path, monkeypatch, capfd, caplog):
     assert statuses == expected + Counter({"ok": 120 - sum(expected.values())})  # the rest answered
 
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
-    leaked = {str(p.relative_to(tmp_path)): found for p in files if (found := leaks(p.read_bytes()))}
     out, err = capfd.readouterr()
-    leaked |= {name: found for name, text in (("stdout", out), ("stderr", err), ("log", caplog.text))
-               if (found := leaks(text.encode()))}
-    assert not leaked
+    texts = {str(p.relative_to(tmp_path)): p.read_bytes().decode("utf-8", "replace") for p in files}
+    texts |= {"stdout": out, "stderr": err, "log": caplog.text}
+    assert not [name for name, text in texts.items() if reveals_key(text, KEY)]
     with capfd.disabled():
         print(f"\nvendor faults: {len(FAULTS)} fault modes over {n_requests} requests, 120 trials each "
               f"recorded once ({statuses['ok']} ok, {len(records) - statuses['ok']} null with reasons), "
               f"key planted in {sum('Incorrect API key' in str(f) for f, _ in FAULTS)} forms: "
-              f"0 of {len(files)} files + output + logs hold any 8-character piece of it")
+              f"0 of {len(files)} files + output + logs reveal 8 characters of it in any form")
