@@ -8,19 +8,18 @@ import json
 import logging
 import random
 import urllib.parse
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from PIL import Image
 
-from tests.fake_vendor_server import (Blocked, FakeVendorServer, Malformed, Payload, Reply, Sleep, Status,
-                                      reveals_key)
 from harness.models.api import APIModel
 from harness.models.base import ModelError, ModelSpec
 from harness.models.registry import build_adapter
 from harness.readouts.parse import api_error_status
 from harness.readouts.prompt import PromptChoice
 from harness.stimuli.base import Prompt, Stimulus, StimulusSet, png_bytes
+from tests.fake_vendor_server import Blocked, FakeVendorServer, Malformed, Payload, Reply, Sleep, Status, reveals_key
 
 KEY = "sk-test-NEVER-LOG-THIS-0123456789abcdef"
 KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "google": "GEMINI_API_KEY",
@@ -383,7 +382,7 @@ def test_retry_after_forms(server):
     adapter = make("openai", server, backoff_cap_s=30.0)
     waits: list[float] = []
     adapter._sleep = waits.append
-    date = email.utils.format_datetime(datetime.now(timezone.utc) + timedelta(seconds=20), usegmt=True)
+    date = email.utils.format_datetime(datetime.now(UTC) + timedelta(seconds=20), usegmt=True)
     server.script(Status(429, headers={"retry-after-ms": "250"}), Status(503, retry_after=date),
                   Status(429, retry_after=-1), Reply())
     assert adapter.generate(IMAGE, PROMPT, SETTINGS).text == "2"  # Retry-After -1 must not raise

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import ClassVar
 
 from harness.models.base import Generation, ModelSpec
 from harness.readouts.prompt import PromptChoice
@@ -21,7 +22,7 @@ class Flaky:
     """Answers "3" (which the patched readout cannot record) for one stimulus, raises for another."""
 
     capabilities = frozenset({"generate"})
-    fingerprint = {"source": "test", "name": "flaky"}
+    fingerprint: ClassVar[dict[str, str]] = {"source": "test", "name": "flaky"}
     model_version = "flaky/1"
 
     def __init__(self, raises_on: bytes, odd_on: bytes):

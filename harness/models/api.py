@@ -68,9 +68,10 @@ import random
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import httpx2
 from PIL import Image
@@ -602,7 +603,7 @@ class APIModel:
         return Generation(text=None, latency_s=latency, settings_dropped=plan.dropped,
                           error=f"{last.code}: {last.detail} (after {attempts} attempts)")
 
-    def generate_many(self, images: list[Image.Image | None], prompts: list[str],
+    def generate_many(self, images: Sequence[Image.Image | None], prompts: list[str],
                       settings: dict[str, Any]) -> list[Generation]:
         if len(images) != len(prompts):
             raise ValueError(f"{len(images)} images but {len(prompts)} prompts")

@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..stimuli.chart6 import normalise_text as normalise
 from .parse import OK, Parsed, null, numbers

@@ -30,8 +30,9 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 OK = "ok"
 
@@ -190,7 +191,7 @@ def parse_integer(text: str | None, options: Sequence[int] | None = None) -> Par
     if isinstance(first.value, float) and not math.isfinite(first.value):  # beyond any count
         return null("out_of_options" if options else "out_of_range")
     value = int(first.value)
-    if options and value not in set(int(o) for o in options):
+    if options and value not in {int(o) for o in options}:
         return null("out_of_options")
     return Parsed(value, OK)
 

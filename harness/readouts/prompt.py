@@ -27,8 +27,9 @@ so it compares with ``ground_truth`` and ``option_order`` as usual; ``extras`` k
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from itertools import permutations
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from PIL import Image
 
@@ -50,7 +51,7 @@ def human_facing(image: Image.Image) -> Image.Image:
     return image
 
 
-def generate_all(model, images: list[Image.Image | None], prompts: list[str],
+def generate_all(model, images: Sequence[Image.Image | None], prompts: list[str],
                  settings: dict[str, Any]) -> list:
     """Batched or concurrent generation where the adapter offers it, else one call per item."""
     many = getattr(model, "generate_many", None)
