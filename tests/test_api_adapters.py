@@ -11,6 +11,7 @@ import urllib.parse
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import yaml
 from PIL import Image
 
 from harness.models.api import APIModel
@@ -438,3 +439,33 @@ def test_every_representation_of_the_key_is_scrubbed(server):
         gen = make("openai", server).generate(IMAGE, PROMPT, SETTINGS)
         assert gen.error.startswith("http_401") and "[redacted]" in gen.error, form
         assert not reveals_key(gen.error, KEY), (form, gen.error)  # ... and none is left
+
+
+def test_dropped_settings_are_recorded_per_trial_and_per_run(server, tmp_path):
+    from harness.recipes import load_recipe
+    from harness.run import preflight
+    from tests.conftest import MIRROR
+
+    stimset = StimulusSet(
+        task_id="similarity.chart.mark_color", version="1", response_space="choice",
+        stimuli=[Stimulus("s0", "test", 1, Image.new("RGB", (8, 8)))], human_ref_id="x",
+        prompt=Prompt("p.v1", PROMPT), options=(1, 2, 3))
+    opus = make("anthropic", server, model="claude-opus-4-7")
+    (response,) = PromptChoice(stimset).respond(opus, stimset.stimuli)
+    assert response.extras["settings_dropped"] == {"temperature": 0.0, "seed": stimset.seed}
+
+    def recipe(model: dict) -> object:
+        path = tmp_path / "r.yaml"
+        path.write_text(yaml.safe_dump({
+            "name": "drops", "tasks": ["similarity.chart.mark_color"], "data": {"mirror": str(MIRROR)},
+            "models": [{"id": "m", "source": "api", "family": "api",
+                        "options": {"base_url": server.url}, **model}]}))
+        return load_recipe(path)
+
+    (planned,) = preflight(recipe({"name": "anthropic/claude-opus-4-7"}))[0]
+    assert planned.settings_dropped == {"similarity.chart.mark_color": {"temperature": 0.0, "seed": 0}}
+    # a temperature the recipe sets is the experiment: refused before any run exists
+    with pytest.raises(ModelError, match=r"'m'.*temperature=0.3"):
+        preflight(recipe({"name": "anthropic/claude-opus-4-7", "generation": {"temperature": 0.3}}))
+    with pytest.raises(ModelError, match=r"max_tokens=40"):
+        preflight(recipe({"name": "openai/gpt-5-nano", "options": {"base_url": server.url + "/v1"}}))
