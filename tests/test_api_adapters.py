@@ -156,7 +156,7 @@ def test_gemini_blocked_prompt_is_a_safety_null(server):
 
 
 def test_concurrency_limit_and_order():
-    with FakeVendorServer(key=KEY, answer=lambda p: p.split()[-1], delay_s=0.1) as server:
+    with FakeVendorServer(key=KEY, answer=lambda p: p.split()[-1], delay_s=0.3) as server:
         adapter = make("openai", server, concurrency=3)
         prompts = [f"item {i}" for i in range(12)]
         gens = adapter.generate_many([IMAGE] * 12, prompts, SETTINGS)

@@ -318,30 +318,35 @@ class APIModel:
             raise self._refuse(f"options.adaptive_thinking is not accepted by the {family.name} family")
         if effort is not None and "effort" not in family.thinking:
             raise self._refuse(f"options.reasoning_effort is not accepted by the {family.name} family")
-        if budget is not None:
-            budget = int(budget)
-            if budget == 0 and not family.thinking_can_be_off:
+        if budget is not None and int(budget) == 0:
+            if not family.thinking_can_be_off:
                 raise self._refuse("thinking cannot be turned off (options.thinking_budget 0)")
-            dynamic = self.provider == "google" and budget == -1
-            if budget > 0 or (self.provider == "anthropic" and not dynamic):
-                lo, hi = family.thinking_budget_min, family.thinking_budget_max
-                if (lo is not None and budget < lo) or (hi is not None and budget > hi):
-                    raise self._refuse(f"options.thinking_budget {budget} is outside "
-                                       f"{lo or 0}..{hi if hi is not None else 'max_tokens - 1'}")
-                if budget >= max_tokens:
-                    raise self._refuse(f"the output budget max_tokens={max_tokens} must exceed "
-                                       f"options.thinking_budget={budget} (thinking counts against it)")
-            thinks = budget != 0 and (budget > 0 or dynamic or family.thinks_by_default)
-            return {"budget": budget}, thinks
+            return ({"budget": 0} if self.provider == "google" else {}), False  # Anthropic: omit it
+        if budget is not None and not (self.provider == "google" and int(budget) == -1):  # -1: dynamic
+            budget = int(budget)
+            lo, hi = family.thinking_budget_min, family.thinking_budget_max
+            if (lo is not None and budget < lo) or (hi is not None and budget > hi):
+                raise self._refuse(f"options.thinking_budget {budget} is outside "
+                                   f"{lo or 1}..{hi if hi is not None else 'max_tokens - 1'}")
+            if budget >= max_tokens:
+                raise self._refuse(f"the output budget max_tokens={max_tokens} must exceed "
+                                   f"options.thinking_budget={budget} (thinking counts against it)")
+            return {"budget": budget}, True
+        thinking: dict[str, Any]
         if adaptive:
-            return {"adaptive": True}, True
-        thinks = family.thinks_by_default if effort is None else effort != "none"
+            thinking, thinks = {"adaptive": True}, True
+        elif budget is not None:
+            thinking, thinks = {"budget": -1}, True
+        elif effort is not None:
+            thinking, thinks = {"effort": effort}, effort != "none"
+        else:
+            thinking, thinks = {}, family.thinks_by_default
         if thinks and max_tokens < MIN_OUTPUT_WHEN_THINKING:
             raise self._refuse(f"the model thinks before it answers and max_tokens={max_tokens} "
                                f"leaves no room for the answer; set generation.max_new_tokens "
                                f"(or options.max_tokens) >= {MIN_OUTPUT_WHEN_THINKING}"
                                + (" or turn thinking off" if family.thinking_can_be_off else ""))
-        return ({"effort": effort} if effort is not None else {}), thinks
+        return thinking, thinks
 
     def plan(self, settings: dict[str, Any]) -> RequestPlan:
         """The request's parameters for these readout settings, by the capability table.
@@ -355,11 +360,10 @@ class APIModel:
         thinking, thinks = self._thinking(family, max_tokens)
         exact = set(settings.get("exact") or ())
         effort = self.options.get("reasoning_effort")
-        sampling_ok = ((thinks is False or family.sampling_with_thinking)
+        sampling_ok = ((not thinks or family.sampling_with_thinking)
                        and not (family.sampling_needs_effort_none and effort not in (None, "none")))
-        accepted = {"temperature": family.temperature and sampling_ok
-                    and self.options.get("supports_temperature") is not False,
-                    "top_p": family.top_p and sampling_ok}
+        in_family = {"temperature": family.temperature and self.options.get("supports_temperature") is not False,
+                     "top_p": family.top_p}
         sampling: dict[str, float] = {}
         dropped: dict[str, Any] = {}
 
@@ -373,11 +377,11 @@ class APIModel:
             value = settings.get(name)
             if value is None:
                 continue
-            if accepted[name]:
+            if in_family[name] and sampling_ok:
                 sampling[name] = float(value)
             else:
                 drop(name, float(value), f"the {family.name} family does not accept {name}"
-                     + (" while it thinks" if thinks and getattr(family, name) else ""))
+                     + (" while it thinks" if in_family[name] else ""))
         if len(sampling) == 2 and not family.temperature_with_top_p:
             # One of the two must go: the neutral one changes nothing, else the one not exact.
             name = next((n for n in ("top_p", "temperature") if sampling[n] == NEUTRAL),
