@@ -15,12 +15,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# Parameter names here are gestalt's (the readout settings); the adapter maps them to each wire format.
-SAMPLING = ("temperature", "top_p")
-
 
 @dataclass(frozen=True)
 class Family:
+    """One row: what a model family accepts. Parameter names are gestalt's; the adapter maps
+    them to each wire format."""
+
     provider: str  # openai (also azure) | anthropic | google | openai-compatible
     name: str
     pattern: str
