@@ -469,3 +469,21 @@ def test_dropped_settings_are_recorded_per_trial_and_per_run(server, tmp_path):
         preflight(recipe({"name": "anthropic/claude-opus-4-7", "generation": {"temperature": 0.3}}))
     with pytest.raises(ModelError, match=r"max_tokens=40"):
         preflight(recipe({"name": "openai/gpt-5-nano", "options": {"base_url": server.url + "/v1"}}))
+
+
+def test_capability_table_covers_the_shipped_recipes():
+    import re
+
+    from harness.models.api_capabilities import family_of
+    from tests.conftest import REPO
+
+    names = set()
+    for path in (REPO / "recipes").glob("*.yaml"):
+        text = path.read_text()
+        names |= {m["name"] for m in (yaml.safe_load(text).get("models") or []) if m.get("source") == "api"}
+        names |= set(re.findall(r"extractor_model: \{source: api, name: ([\w./-]+)\}", text))
+    assert {"openai/gpt-4o-2024-08-06", "openai/gpt-4-0613"} <= names
+    for name in names:
+        provider, _, model = name.partition("/")
+        _, known = family_of(provider, model)
+        assert known, f"{name} is not in harness/models/api_capabilities.py"
