@@ -38,6 +38,7 @@ class PlanError(GestaltError):
 class Planned:
     model: ModelSpec
     tasks: list[tuple[TaskSpec, str]]  # (task, readout name)
+    settings_dropped: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> {name: value}
 
 
 @dataclass
@@ -94,8 +95,16 @@ def preflight(recipe: Recipe) -> tuple[list[Planned], dict[str, StimulusSet], So
     planned = plan(recipe)
     sources = Sources(root=recipe.data.root, mirror=recipe.data.mirror)
     stimsets = build_stimsets(recipe, sources, expand(recipe.tasks))
+    from .readouts.registry import get_readout
+
     for p in planned:
-        build_adapter(p.model)  # resolves the name (and offline weights) without loading them
+        adapter = build_adapter(p.model)  # resolves the name (and offline weights) without loading them
+        for task, name in p.tasks:  # settings the model cannot take: refused, or dropped and logged
+            stimset = stimsets[task.task_id]
+            if not stimset.unavailable and "generate" in adapter.capabilities:
+                readout = get_readout(name)(stimset, **readout_options(recipe, p.model, task))
+                if dropped := readout.preflight(adapter):
+                    p.settings_dropped[task.task_id] = dropped
     return planned, stimsets, sources
 
 
@@ -174,6 +183,7 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
                 "seed": recipe.seed, "bootstrap_seed": recipe.bootstrap.seed,
                 "n_boot": recipe.bootstrap.n_boot, "n_boot_kappa": recipe.bootstrap.n_boot_kappa,
                 "processes": dist.world, "harness_version": __version__, "recipe": recipe.name,
+                **({"settings_dropped": p.settings_dropped} if p.settings_dropped else {}),
             })
         intervals: dict[str, Any] = {}
         for task, readout in p.tasks:

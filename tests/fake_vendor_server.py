@@ -3,6 +3,7 @@
 It speaks three wire formats, chosen by path:
 
 - OpenAI chat completions: ``POST .../chat/completions`` (``Authorization: Bearer <key>``)
+- Azure OpenAI: ``POST /openai/deployments/<name>/chat/completions?api-version=...`` (``api-key``)
 - Anthropic messages: ``POST /v1/messages`` (``x-api-key``, ``anthropic-version``)
 - Google Gemini: ``POST /v1beta/models/<model>:generateContent`` (``x-goog-api-key``)
 
@@ -11,9 +12,11 @@ image part *before* the text part); a malformed request gets a 400 naming the pr
 decoded image bytes, prompt and body of every request are recorded.
 
 Behaviour is scripted per request from a queue of actions (then ``reply`` by default):
-``Reply(text)``, ``Status(code, retry_after=None)``, ``Sleep(seconds)`` (answer only after the
-client's timeout), ``Malformed()`` (a 200 whose body is not JSON), ``Blocked()`` (Gemini: no
-candidates). A wrong key gets a 401 whose body echoes the key it was sent, as some vendors do
+``Reply(text)``, ``Status(code, retry_after=None, headers=None, body=None)``, ``Payload(body)``
+(a 200 with exactly that body: the vendors' documented shapes), ``Drop()`` (the connection closes
+with no answer), ``Sleep(seconds)`` (answer only
+after the client's timeout), ``Malformed()`` (a 200 whose body is not JSON), ``Blocked()`` (Gemini:
+no candidates). A request may carry text alone (no image part): the LLM answer extractor. A wrong key gets a 401 whose body echoes the key it was sent, as some vendors do
 partially, so redaction can be tested.
 """
 
@@ -24,6 +27,7 @@ import json
 import re
 import threading
 import time
+import urllib.parse
 from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,7 +42,16 @@ class Reply:
 @dataclass
 class Status:
     code: int
-    retry_after: float | None = None
+    retry_after: float | str | None = None
+    headers: dict[str, str] | None = None
+    body: dict | None = None  # default: {"error": {"message": "scripted <code>"}}
+
+
+@dataclass
+class Payload:
+    """A 200 with exactly this body (a vendor's documented response shape)."""
+
+    body: dict
 
 
 @dataclass
@@ -49,6 +62,11 @@ class Sleep:
 @dataclass
 class Malformed:
     pass
+
+
+@dataclass
+class Drop:
+    """Close the connection without answering (a reset mid-request)."""
 
 
 @dataclass
@@ -161,6 +179,7 @@ def reply_google(model: str, text: str, n_in: int, n_out: int) -> dict:
 
 VENDORS = {
     "openai": (parse_openai, reply_openai),
+    "azure": (parse_openai, reply_openai),
     "anthropic": (parse_anthropic, reply_anthropic),
     "google": (parse_google, reply_google),
 }
@@ -210,6 +229,9 @@ class FakeVendorServer:
 
     # -- request handling --------------------------------------------------------------------
     def _vendor(self, path: str) -> tuple[str, str | None]:
+        path, _, query = path.partition("?")
+        if path.startswith("/openai/deployments/") and path.endswith("/chat/completions"):
+            return ("azure", None) if "api-version=" in query else ("unknown", None)
         if path.endswith("/chat/completions"):
             return "openai", None
         if path == "/v1/messages":
@@ -221,6 +243,7 @@ class FakeVendorServer:
 
     def _auth_ok(self, vendor: str, headers) -> tuple[bool, str]:
         sent = {"openai": (headers.get("authorization") or "").removeprefix("Bearer "),
+                "azure": headers.get("api-key") or "",
                 "anthropic": headers.get("x-api-key") or "",
                 "google": headers.get("x-goog-api-key") or ""}[vendor]
         if vendor == "anthropic" and not headers.get("anthropic-version"):
@@ -259,7 +282,14 @@ class FakeVendorServer:
             time.sleep(self.delay_s)
         if isinstance(action, Status):
             extra = {"retry-after": str(action.retry_after)} if action.retry_after is not None else {}
-            return self._send(h, action.code, {"error": {"message": f"scripted {action.code}"}}, extra)
+            extra.update(action.headers or {})
+            body = action.body if action.body is not None else {"error": {"message": f"scripted {action.code}"}}
+            return self._send(h, action.code, body, extra)
+        if isinstance(action, Payload):
+            return self._send(h, 200, action.body)
+        if isinstance(action, Drop):
+            h.close_connection = True
+            return None
         if isinstance(action, Sleep):
             time.sleep(action.seconds)
             action = Reply()
@@ -284,3 +314,35 @@ class FakeVendorServer:
             h.send_header(k, v)
         h.end_headers()
         h.wfile.write(data)
+
+
+# -- finding a planted key -----------------------------------------------------------------------
+
+_B64_RUN = re.compile(r"[A-Za-z0-9+/_-]{8,}")
+
+
+def reveals_key(text: str, key: str, piece: int = 8) -> bool:
+    """Whether ``text`` shows any ``piece`` characters of ``key``: as written, after URL-decoding,
+    after undoing backslash escapes, or inside any base64 run (decoded at each alignment; there 6
+    bytes, i.e. 8 base64 characters, count). Independent of the scrubber it checks."""
+    views = [text, urllib.parse.unquote(text), urllib.parse.unquote_plus(text)]
+    try:
+        views.append(text.encode("latin-1", "ignore").decode("unicode_escape", "ignore"))
+    except UnicodeDecodeError:
+        pass
+    if any(key[i:i + piece] in v for v in views for i in range(len(key) - piece + 1)):
+        return True
+    raw = key.encode()
+    windows = {raw[i:i + 6] for i in range(len(raw) - 5)}
+    for run in _B64_RUN.findall(text):
+        for alphabet in (run, run.replace("-", "+").replace("_", "/")):
+            for offset in range(4):
+                chunk = alphabet[offset:]
+                chunk = chunk[:len(chunk) - len(chunk) % 4]
+                try:
+                    decoded = base64.b64decode(chunk, validate=False)
+                except ValueError:
+                    continue
+                if any(w in decoded for w in windows):
+                    return True
+    return False

@@ -147,7 +147,7 @@ def test_table2_defaults(vlat, name):
     m = PAPER_MODELS[name]
     settings = Chart6Readout(vlat, paper_model=name).generation_settings(rep=3)
     assert settings == {"max_new_tokens": 270, "temperature": m.temperature, "top_p": m.top_p,
-                        "seed": vlat.seed + 3}
+                        "seed": vlat.seed + 3, "exact": ["temperature", "top_p"]}
 
 
 def test_settings_and_options(vlat):
@@ -240,3 +240,24 @@ def test_item_scoring_rules(sources, holf):
     item = holf.test[0]  # 4.87
     assert chart6.is_correct(item, 4.87 * 1.0499) and not chart6.is_correct(item, 4.87 * 1.0501)
     assert chart6.is_correct(item, 4.87 * 0.9501) and not chart6.is_correct(item, 4.87 * 0.9499)
+
+
+def test_preflight_refuses_an_api_model_that_would_drop_the_papers_decoding(vlat, monkeypatch):
+    # o3 takes neither temperature nor top_p (issue 17, defect 4): GPT-4V's Table 2 temperature 0.2
+    # cannot be honoured, so the run is refused before it starts, naming model and parameter.
+    from harness.models.base import ModelError, ModelSpec
+    from harness.models.registry import build_adapter
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    o3 = build_adapter(ModelSpec(id="o3", source="api", name="openai/o3", options={"max_tokens": 4000}))
+    with pytest.raises(ModelError, match=r"'o3'.*temperature=0.2"):
+        Chart6Readout(vlat, paper_model="GPT-4V").preflight(o3)
+    # the neutral temperature/top_p 1.0 (a model the paper did not run) is dropped, and said so
+    gpt5 = build_adapter(ModelSpec(id="g", source="api", name="openai/gpt-5.1",
+                                   options={"reasoning_effort": "low", "max_tokens": 4000}))
+    assert Chart6Readout(vlat).preflight(gpt5) == {"temperature": 1.0, "top_p": 1.0}
+    # the extractor model is checked too (Opus 4.7 takes no temperature)
+    readout = Chart6Readout(vlat, extractor="llm", extractor_model={
+        "source": "api", "name": "anthropic/claude-opus-4-7"})
+    assert readout.preflight(FakeModel([])) == {"extractor.temperature": 1.0}

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.readouts.parse import (WORD_VALUES, aggregate_reps, api_error_status, parse_integer,
-                                    parse_label, parse_number)
+from harness.readouts.parse import (WORD_VALUES, Parsed, aggregate_reps, api_error_status,
+                                    parse_integer, parse_label, parse_number)
 from harness.stimuli.silhouette import CLASSES
 
 CHOICES = (1, 2, 3)
@@ -116,6 +118,10 @@ def test_longer_label_wins_at_the_same_position():
 def test_api_error_status():
     assert api_error_status("http_500: scripted 500 (after 7 attempts)") == "null:api_error:http_500"
     assert api_error_status("timeout: no response within 5 s") == "null:api_error:timeout"
+    # answers the vendor cut short are the model's own nulls (issue 17)
+    assert api_error_status("truncated: finish_reason length") == "null:truncated"
+    assert api_error_status("refusal: I can't help") == "null:refusal"
+    assert api_error_status("safety: finishReason SAFETY") == "null:safety"
 
 
 # -- properties over generated answers ----------------------------------------------------------
@@ -203,3 +209,39 @@ def test_majority_is_a_most_frequent_value(values):
     else:
         assert valid.count(p.value) == max(valid.count(v) for v in valid)
         assert aggregate_reps([p.value], "choice").value == p.value  # one rep: identity
+
+
+# -- issue 12 section 1: odd answers never raise; parsing is linear ------------------------------
+
+@pytest.mark.parametrize("text,value", [("ſix", 6), ("fıve", 5), ("FİVE", 5), ("thirty-ſix", 36),
+                                        ("ſeven and ſix", 7), ("A HUNDRED", 100)])
+def test_unicode_look_alike_number_words(text, value):
+    # Case-insensitive matching accepts these look-alikes (ſ folds to s, ı/İ to i); main then
+    # raised KeyError looking the matched text up.
+    assert parse_integer(text) == Parsed(value, "ok")
+    assert parse_integer(text, CHOICES).status == ("ok" if value in CHOICES else "null:out_of_options")
+    assert parse_number(text, 0, 1000).value == value
+
+
+def test_long_digit_strings_give_the_right_reason():
+    # main read '9'*400 as float inf and called it not_integer
+    assert parse_integer("9" * 400, CHOICES).status == "null:out_of_options"
+    assert parse_integer("9" * 400).value == int("9" * 400)
+    assert parse_integer("9" * 5000).status == "null:out_of_range"  # past Python's int() limit
+    assert parse_number("9" * 400).status == "null:out_of_range"
+    assert parse_integer("9" * 5000 + ".5").status == "null:not_integer"
+
+
+@pytest.mark.timeout(120)
+def test_parsing_is_linear_in_the_answer_length():
+    # main re-tokenised the whole text for every "one": 55 KB of "which one, " took 20 s.
+    def seconds(n: int) -> float:
+        text = "which one, " * (n // 11)
+        t0 = time.perf_counter()
+        assert parse_integer(text, CHOICES).status == "null:no_integer"
+        return time.perf_counter() - t0
+
+    small, big = seconds(100_000), seconds(1_000_000)
+    # 10x the text: about 10x the time when linear (100x when quadratic); the issue's goal is a
+    # 1 MB answer under 1 s, allowed 3x here for a loaded machine (benchmarks/parse_linear.py).
+    assert big < 3.0 or big < 25 * small, (small, big)

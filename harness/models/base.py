@@ -50,6 +50,8 @@ class Generation:
     latency_s: float = 0.0
     usage: dict[str, int] = field(default_factory=dict)
     error: str | None = None  # terminal error after retries; the trial is recorded as null
+    # Settings the model does not accept and the adapter left out of the request ({name: value}).
+    settings_dropped: dict[str, Any] = field(default_factory=dict)
 
 
 @runtime_checkable
@@ -69,7 +71,7 @@ class Embedder(Adapter, Protocol):
 
 
 class Generator(Adapter, Protocol):
-    def generate(self, image: Image.Image, prompt: str, settings: dict[str, Any]) -> Generation: ...
+    def generate(self, image: Image.Image | None, prompt: str, settings: dict[str, Any]) -> Generation: ...
 
 
 class Predictor(Adapter, Protocol):

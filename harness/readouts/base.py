@@ -67,6 +67,11 @@ class Readout:
                              f"known: {sorted(known)}")
         return {**known, **options}
 
+    def preflight(self, model) -> dict[str, Any]:
+        """Refuse (ModelError, one line) before any run when ``model`` cannot take this readout's
+        settings; returns the settings it will not be sent, ``{name: value}`` (default: none)."""
+        return {}
+
     def prepare(self, model) -> None:
         """Fit anything the readout needs from the probe-train split (default: nothing)."""
 

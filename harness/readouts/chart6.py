@@ -36,6 +36,7 @@ The prompt itself is not stored per trial: it is the hashed task template filled
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from ..models.base import ModelSpec, fingerprint_hash
@@ -44,8 +45,8 @@ from ..stimuli.chart6 import TESTS, is_correct, item_body
 from ..stimuli.registry import base_task_id
 from .base import Readout, Response
 from .extract import EXTRACTOR_SETTINGS, LLMExtractor, excise_prompt, extract
-from .parse import Parsed, api_error_status, null
-from .prompt import generate_all, human_facing
+from .parse import Parsed, null
+from .prompt import generate_all, generation_record, human_facing, request_preflight
 
 MAX_NEW_TOKENS = 270
 N_PRESENTATIONS = 10
@@ -144,9 +145,18 @@ class Chart6Readout(Readout):
         return out
 
     def generation_settings(self, rep: int) -> dict[str, Any]:
+        """The paper's decoding (Table 2, or the recipe's) is the experiment: ``exact``."""
         o = self.options
         return {"max_new_tokens": int(o["max_new_tokens"]), "temperature": float(o["temperature"]),
-                "top_p": o["top_p"], "seed": int(o["seed"]) + rep}
+                "top_p": o["top_p"], "seed": int(o["seed"]) + rep, "exact": ["temperature", "top_p"]}
+
+    def preflight(self, model: Any) -> dict[str, Any]:
+        dropped = request_preflight(model, self.generation_settings(0))
+        if self.options["extractor"] == "llm":
+            extractor = self.extractor()
+            dropped.update({f"extractor.{k}": v for k, v in
+                            request_preflight(extractor.model, extractor.settings).items()})
+        return dropped
 
     def choices(self, stimulus: Stimulus) -> list[str]:
         options = list(stimulus.meta["options"])
@@ -174,11 +184,18 @@ class Chart6Readout(Readout):
         if self.options["extractor"] == "llm":
             gen = self.extractor()(stimulus.meta["question"], text, self.choices(stimulus))
             extras["extracted"] = gen.text
+            if gen.settings_dropped:
+                extras["extractor_settings_dropped"] = dict(gen.settings_dropped)
             if gen.error is not None:
                 extras["extractor_error"] = gen.error
                 return null("extractor_error")
             text = gen.text or ""
         return extract(text, fmt, options)
+
+    def _parse_reply(self, stimulus: Stimulus, prompt: str, extras: dict[str, Any],
+                     text: str | None) -> Parsed:
+        extras["answer"] = excise_prompt(text or "", prompt)
+        return self._answer(stimulus, extras["answer"], extras)
 
     def respond(self, model, batch: list[Stimulus]) -> list[Response]:
         prompts = [self.item_prompt(s) for s in batch]
@@ -187,13 +204,7 @@ class Chart6Readout(Readout):
         out = []
         for stimulus, prompt, gen in zip(batch, prompts, generations):
             extras: dict[str, Any] = {}
-            if gen.error is not None:
-                parsed = Parsed(None, api_error_status(gen.error))
-                extras["error"] = gen.error
-            else:
-                answer = excise_prompt(gen.text or "", prompt)
-                extras["answer"] = answer
-                parsed = self._answer(stimulus, answer, extras)
+            parsed = generation_record(gen, extras, partial(self._parse_reply, stimulus, prompt, extras))
             extras["valid"] = parsed.ok
             extras["correct"] = is_correct(stimulus, parsed.value) if parsed.ok else None
             out.append(Response(response=parsed.value, raw_output=gen.text, parse_status=parsed.status,

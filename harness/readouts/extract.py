@@ -17,7 +17,8 @@ repeats its input; the paper excised it too):
 - **numeric**: the numbers in the response (digits with sign, thousands separators and decimals,
   or number words, as :func:`harness.readouts.parse.numbers` finds them); exactly one distinct
   value -> it ("35. The answer is 35." is one value); none -> ``null:no_number``; two or more ->
-  ``null:multiple_numbers`` ("between 30 and 40" is not a single value). Scale words are not
+  ``null:multiple_numbers`` ("between 30 and 40" is not a single value); one beyond the
+  floating-point range ("9" x 400) -> ``null:out_of_range``. Scale words are not
   applied: "1.5 million" is 1.5, as the paper's stripping of units does.
 - **text** (ChartQA's non-numeric answers): the first non-empty line, normalised; empty ->
   ``null:empty``.
@@ -33,8 +34,10 @@ the adapter is called with ``image=None``. GGR's numeric items use the continuou
 
 from __future__ import annotations
 
+import math
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..stimuli.chart6 import normalise_text as normalise
 from .parse import OK, Parsed, null, numbers
@@ -111,7 +114,13 @@ def extract_number(text: str | None) -> Parsed:
     if len(values) > 1:
         return null("multiple_numbers")
     value = values[0]
-    return Parsed(int(value) if float(value).is_integer() else value, OK)
+    try:
+        as_float = float(value)
+    except OverflowError:  # a 400-digit "number" is no floating-point value (the paper's criterion)
+        return null("out_of_range")
+    if not math.isfinite(as_float):
+        return null("out_of_range")
+    return Parsed(int(value) if as_float.is_integer() else value, OK)
 
 
 def extract_text(text: str | None) -> Parsed:

@@ -27,10 +27,12 @@ literal first-number-word rule.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 OK = "ok"
 
@@ -49,10 +51,15 @@ def null(reason: str) -> Parsed:
     return Parsed(None, f"null:{reason}")
 
 
+# Answers the vendor cut short: the model's own null reasons, not failed calls.
+CUT_SHORT = ("truncated", "refusal", "safety")
+
+
 def api_error_status(error: str) -> str:
-    """``null:api_error:<code>`` from a Generation.error of the form '<code>: <detail>'."""
+    """The null reason for a Generation.error of the form '<code>: <detail>': ``null:truncated``,
+    ``null:refusal`` or ``null:safety`` for an answer cut short, else ``null:api_error:<code>``."""
     code = error.split(":", 1)[0].strip() or "unknown"
-    return f"null:api_error:{code}"
+    return f"null:{code}" if code in CUT_SHORT else f"null:api_error:{code}"
 
 
 # -- numbers in text ---------------------------------------------------------------------------
@@ -81,34 +88,69 @@ _DETERMINERS = {"the", "this", "that", "these", "those", "which", "each", "every
                 "another", "other", "a", "an"}
 _CLAUSE_BREAKS = {"is", "are", "was", "be", "say", "choose", "pick", "select", "answer"}
 _PRONOUN_AFTER = {"of", "out"}
-_TOKEN_RE = re.compile(r"[a-z']+|[^\sa-z'*_`]")  # words, and punctuation except markdown marks
 
 
 @dataclass(frozen=True)
 class Number:
     start: int
-    value: float
+    value: float | int  # an int when written without a fraction (exact at any length)
     text: str
 
     @property
     def is_integer(self) -> bool:
-        return float(self.value).is_integer()
+        if isinstance(self.value, int):
+            return True
+        return "." not in self.text if math.isinf(self.value) else self.value.is_integer()
+
+
+# Python refuses int() of longer digit strings (sys.get_int_max_str_digits); such a number is
+# kept as +-inf, which no option or range admits.
+_MAX_INT_DIGITS = 4000
+
+
+def _digits_value(text: str) -> float | int:
+    plain = text.replace(",", "")
+    if "." in plain:
+        return float(plain)
+    if len(plain) > _MAX_INT_DIGITS:
+        return -math.inf if plain.startswith("-") else math.inf
+    return int(plain)
+
+
+def _canonical(piece: str) -> str:
+    """The number word a case-insensitive regex match stands for: matched the same way the
+    pattern was, so Unicode look-alikes that the match accepted ("ſix", "fıve", "FİVE") resolve
+    instead of raising."""
+    low = piece.lower()
+    if low in WORD_VALUES or low == "hundred":
+        return low
+    return next(w for w in (*WORD_VALUES, "hundred", "a")
+                if re.fullmatch(re.escape(w), piece, re.IGNORECASE))
 
 
 def _word_value(word: str) -> int:
-    w = re.sub(r"[-\s]+", " ", word.lower()).split(" ")
+    w = [_canonical(x) for x in re.split(r"[-\s]+", word) if x]
     if w[-1] == "hundred":
         return 100
     return sum(WORD_VALUES[x] for x in w)
 
 
-def _is_pronoun_one(text: str, m: re.Match) -> bool:
-    if m.group("word").lower() != "one":
+# The look-around for the pronoun "one" is one anchored match on each side (the look-back runs on
+# the reversed text), so parsing stays linear however many "one"s a long answer holds.
+_SEP = r"[\s*_`]*"  # what separates tokens: whitespace and markdown marks
+_TOK = r"([a-z']+|[^\sa-z'*_`])"  # a word, or one punctuation mark
+_NEXT_TOKEN = re.compile(_SEP + _TOK, re.IGNORECASE)
+_LAST_TOKENS = re.compile(_SEP + _TOK + f"(?:{_SEP}{_TOK})?" * 2, re.IGNORECASE)
+
+
+def _is_pronoun_one(text: str, reversed_text: str, m: re.Match) -> bool:
+    if m.group("word").lower() != "one":  # no Unicode look-alike folds to o, n or e
         return False
-    after = _TOKEN_RE.findall(text[m.end():].lower())
-    if after and after[0] in _PRONOUN_AFTER:
+    after = _NEXT_TOKEN.match(text, m.end())
+    if after is not None and after.group(1).lower() in _PRONOUN_AFTER:
         return True
-    for token in reversed(_TOKEN_RE.findall(text[:m.start()].lower())[-3:]):
+    before = _LAST_TOKENS.match(reversed_text, len(text) - m.start())
+    for token in (t[::-1].lower() for t in (before.groups() if before else ()) if t):
         if token in _DETERMINERS:
             return True
         if token in _CLAUSE_BREAKS or not token[0].isalpha():
@@ -119,11 +161,15 @@ def _is_pronoun_one(text: str, m: re.Match) -> bool:
 def numbers(text: str) -> Iterable[Number]:
     """Numbers in ``text`` in order of position: digits (with sign, thousands groups, decimals)
     and number words, skipping the pronoun "one"."""
+    reversed_text = ""
     for m in _NUMBER_RE.finditer(text):
         if m.group("digits") is not None:
-            yield Number(m.start(), float(m.group("digits").replace(",", "")), m.group("digits"))
-        elif not _is_pronoun_one(text, m):
-            yield Number(m.start(), float(_word_value(m.group("word"))), m.group("word"))
+            yield Number(m.start(), _digits_value(m.group("digits")), m.group("digits"))
+            continue
+        if not reversed_text:
+            reversed_text = text[::-1]
+        if not _is_pronoun_one(text, reversed_text, m):
+            yield Number(m.start(), _word_value(m.group("word")), m.group("word"))
 
 
 def _first_number(text: str) -> Number | None:
@@ -142,8 +188,10 @@ def parse_integer(text: str | None, options: Sequence[int] | None = None) -> Par
         return null("no_integer")
     if not first.is_integer:
         return null("not_integer")
+    if isinstance(first.value, float) and not math.isfinite(first.value):  # beyond any count
+        return null("out_of_options" if options else "out_of_range")
     value = int(first.value)
-    if options and value not in set(int(o) for o in options):
+    if options and value not in {int(o) for o in options}:
         return null("out_of_options")
     return Parsed(value, OK)
 
@@ -158,7 +206,7 @@ def parse_number(text: str | None, lo: float = 0.0, hi: float = 100.0) -> Parsed
     if not lo <= first.value <= hi:
         return null("out_of_range")
     value = first.value
-    return Parsed(int(value) if value.is_integer() else value, OK)
+    return Parsed(int(value) if first.is_integer else value, OK)
 
 
 def _label_pattern(label: str) -> re.Pattern:

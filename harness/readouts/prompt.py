@@ -4,7 +4,11 @@ Every prompt readout sends ``stimulus.image`` (the picture people saw: the silho
 numbered montage, the chart), flattened onto white if it has transparency, together with
 ``stimset.prompt.text`` unchanged, to a model with the ``generate`` capability, and parses the
 reply by the rules of :mod:`harness.readouts.parse`. A failed model call is
-``null:api_error:<code>`` with the error text in ``extras['error']``.
+``null:api_error:<code>`` with the error text in ``extras['error']``; an answer the vendor cut
+short is ``null:truncated`` / ``null:refusal`` / ``null:safety``; a parser exception is
+``null:parse_error``. Settings an API model does not accept (its capability table) are left out
+and listed in ``extras['settings_dropped']``; a ``temperature`` or ``top_p`` the recipe sets
+explicitly is the experiment, and a model that would not receive it is refused at preflight.
 
 Options (all readouts): ``max_new_tokens`` (40, the Gestalt protocol), ``temperature`` (0 =
 greedy), ``top_p`` (unset), ``seed`` (the stimulus set's seed; repetition ``r`` samples with
@@ -23,14 +27,17 @@ so it compares with ``ground_truth`` and ``option_order`` as usual; ``extras`` k
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from itertools import permutations
 from typing import Any, ClassVar
 
 from PIL import Image
 
+from ..models.api import APIModel
+from ..models.base import Generation
 from ..stimuli.base import Stimulus, StimulusSet, png_bytes
 from .base import Readout, Response
-from .parse import Parsed, api_error_status, parse_integer, parse_label, parse_number
+from .parse import Parsed, api_error_status, null, parse_integer, parse_label, parse_number
 
 PERMUTATIONS: tuple[tuple[int, ...], ...] = tuple(permutations(range(3)))
 
@@ -44,13 +51,37 @@ def human_facing(image: Image.Image) -> Image.Image:
     return image
 
 
-def generate_all(model, images: list[Image.Image], prompts: list[str],
+def generate_all(model, images: Sequence[Image.Image | None], prompts: list[str],
                  settings: dict[str, Any]) -> list:
     """Batched or concurrent generation where the adapter offers it, else one call per item."""
     many = getattr(model, "generate_many", None)
     if many is not None:
         return many(images, prompts, settings)
     return [model.generate(im, p, settings) for im, p in zip(images, prompts)]
+
+
+def request_preflight(model: Any, settings: dict[str, Any]) -> dict[str, Any]:
+    """Settings an API model will not be sent (``{name: value}``); raises ModelError, one line
+    naming the model and the setting, where leaving one out would change the experiment. Other
+    adapters take every setting."""
+    return model.plan(settings).dropped if isinstance(model, APIModel) else {}
+
+
+def generation_record(gen: Generation, extras: dict[str, Any],
+                      parse: Callable[[str | None], Parsed]) -> Parsed:
+    """One trial's parsed answer from a model's generation: a failed or cut-short call is its null
+    reason (error kept in ``extras['error']``); a parser exception is ``null:parse_error``, never a
+    crash of the battery. Settings the adapter left out are kept in ``extras['settings_dropped']``."""
+    if gen.settings_dropped:
+        extras["settings_dropped"] = dict(gen.settings_dropped)
+    if gen.error is not None:
+        extras["error"] = gen.error
+        return Parsed(None, api_error_status(gen.error))
+    try:
+        return parse(gen.text)
+    except Exception as e:  # noqa: BLE001 - one odd answer must not abort a paid battery
+        extras["error"] = f"parse_error: {type(e).__name__}"
+        return null("parse_error")
 
 
 class PromptReadout(Readout):
@@ -74,6 +105,9 @@ class PromptReadout(Readout):
         if int(resolved["n_reps"]) < 1 or int(resolved["max_new_tokens"]) < 1:
             raise ValueError(f"{task}: readout {self.name}: n_reps and max_new_tokens must be >= 1")
         super().__init__(stimset, **resolved)
+        # Sampling the recipe sets is the experiment; the default temperature 0 applies only
+        # where a model accepts one (full.yaml), so an API model may drop it.
+        self.exact = tuple(k for k in ("temperature", "top_p") if options.get(k) is not None)
 
     @property
     def n_reps(self) -> int:
@@ -87,7 +121,10 @@ class PromptReadout(Readout):
     def generation_settings(self, rep: int) -> dict[str, Any]:
         o = self.options
         return {"max_new_tokens": int(o["max_new_tokens"]), "temperature": float(o["temperature"]),
-                "top_p": o["top_p"], "seed": int(o["seed"]) + rep}
+                "top_p": o["top_p"], "seed": int(o["seed"]) + rep, "exact": list(self.exact)}
+
+    def preflight(self, model: Any) -> dict[str, Any]:
+        return request_preflight(model, self.generation_settings(0))
 
     def parse(self, text: str | None) -> Parsed:
         raise NotImplementedError
@@ -109,11 +146,9 @@ class PromptReadout(Readout):
         out = []
         for gen, (_, presentation) in zip(generations, shown):
             extras = dict(presentation)
-            if gen.error is not None:
-                parsed = Parsed(None, api_error_status(gen.error))
-                extras["error"] = gen.error
-            else:
-                parsed = self.record(self.parse(gen.text), extras)
+            parsed = generation_record(gen, extras, self.parse)
+            if parsed.ok:
+                parsed = self.record(parsed, extras)
             out.append(Response(response=parsed.value, raw_output=gen.text, parse_status=parsed.status,
                                 latency_s=gen.latency_s, usage=dict(gen.usage), extras=extras))
         return out

@@ -8,16 +8,50 @@ for lock-step but never written), and every process then reads the complete file
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..models.base import ModelSpec, fingerprint_hash
+from ..readouts.base import Response
 from ..readouts.registry import get_readout
 from ..stimuli.base import StimulusSet
 from ..stimuli.registry import TaskSpec
 from .distributed import Dist
 from .records import RecordStore, cache_key, make_record, trial_id
+
+log = logging.getLogger(__name__)
+
+
+class AdapterCallError(Exception):
+    """A model call raised: the trial is recorded as ``null:api_error:<exception type>``."""
+
+
+def _respond(readout: Any, adapter: CountingAdapter, batch: list[Any]) -> list[Response]:
+    """The readout's responses to a batch; when it raises, each stimulus is answered alone and one
+    that still raises is recorded as a null with the reason (``null:api_error:<kind>`` for a model
+    call, ``null:parse_error`` for the readout), so one odd answer never aborts a battery. The
+    exception's type is kept, its message is not (it may quote a request)."""
+    try:
+        return readout.respond(adapter, batch)
+    except Exception:  # noqa: BLE001 - isolated per stimulus below
+        if len(batch) > 1:
+            log.warning("%s: a batch of %d raised; answering its stimuli one by one",
+                        readout.stimset.task_id, len(batch))
+    out: list[Response] = []
+    for stimulus in batch:
+        try:
+            out.extend(readout.respond(adapter, [stimulus]))
+        except AdapterCallError as e:
+            out.append(Response(None, parse_status=f"null:api_error:{e}", extras={"error": str(e)}))
+        except Exception as e:  # noqa: BLE001
+            out.append(Response(None, parse_status="null:parse_error",
+                                extras={"error": f"parse_error: {type(e).__name__}"}))
+        else:
+            continue
+        log.warning("%s %s: %s", readout.stimset.task_id, stimulus.stimulus_id, out[-1].parse_status)
+    return out
 
 
 class CountingAdapter:
@@ -41,7 +75,10 @@ class CountingAdapter:
 
             def counted(*args, **kwargs):
                 self.calls += 1
-                return attr(*args, **kwargs)
+                try:
+                    return attr(*args, **kwargs)
+                except Exception as e:
+                    raise AdapterCallError(type(e).__name__) from e
 
             return counted
         return attr
@@ -104,7 +141,7 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
             for rep, items in by_rep.items():
                 readout.rep = rep
                 t0 = time.perf_counter()
-                responses = readout.respond(adapter, [s for s, _ in items])
+                responses = _respond(readout, adapter, [s for s, _ in items])
                 per_trial = (time.perf_counter() - t0) / len(items)
                 records = []
                 for (s, pad), r in zip(items, responses):

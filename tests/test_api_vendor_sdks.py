@@ -1,0 +1,299 @@
+"""gestalt's requests and response handling against the vendors' own definitions, not its fake.
+
+Expected requests are built by the official SDKs (openai, anthropic, google-genai, pinned in the
+``dev`` extra) through their own request construction, captured at the transport; gestalt's request
+for the same model and settings is captured the same way and must match: URL path, body, and the
+credential header. Responses are the SDKs' typed response models (the documented shapes) for normal,
+truncated, refused and blocked answers, serialised as the vendors send them.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import anthropic
+import httpx2
+import openai
+import pytest
+from anthropic import types as at
+from google import genai
+from google.genai import types as gt
+from openai.types import CompletionUsage
+from openai.types.chat import ChatCompletion, ChatCompletionMessage
+from openai.types.chat.chat_completion import Choice
+from openai.types.completion_usage import CompletionTokensDetails
+from PIL import Image
+
+from harness.models.api import APIModel
+from harness.models.base import ModelSpec
+from harness.readouts.parse import api_error_status
+from harness.stimuli.base import png_bytes
+
+KEY = "sk-vendor-test-0123456789abcdef"
+BASE = "http://vendor.test"
+IMAGE = Image.new("RGB", (12, 8), (10, 200, 30))
+DATA = base64.b64encode(png_bytes(IMAGE)).decode()
+PROMPT = "How many bars are in the chart?"
+
+
+class Capture:
+    """An httpx2 transport that records each request and answers with a fixed body."""
+
+    def __init__(self, reply: dict[str, Any] | None = None):
+        self.requests: list[httpx2.Request] = []
+        self.reply = reply or {}
+
+    def client(self) -> httpx2.Client:
+        return httpx2.Client(transport=httpx2.MockTransport(self._handle))
+
+    def _handle(self, request: httpx2.Request) -> httpx2.Response:
+        self.requests.append(request)
+        return httpx2.Response(200, json=self.reply)
+
+
+def sdk_request(call: Callable[[httpx2.Client], Any]) -> httpx2.Request:
+    cap = Capture()
+    with contextlib.suppress(Exception):  # the empty reply may not parse; the request is what counts
+        call(cap.client())
+    (req,) = cap.requests
+    return req
+
+
+def gestalt(provider: str, model: str, reply: dict[str, Any] | None = None, image=IMAGE,
+            settings: dict[str, Any] | None = None, **options):
+    env = {"openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY",
+           "google": "GEMINI_API_KEY"}[provider]
+    base = BASE + "/v1" if provider == "openai" else BASE
+    adapter = APIModel(ModelSpec(id="m", source="api", name=f"{provider}/{model}",
+                                 options={"base_url": base, "max_retries": 0, **options}))
+    cap = Capture(reply)
+    adapter._http = cap.client()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(env, KEY)
+        gen = adapter.generate(image, PROMPT, settings or {"max_new_tokens": 40, "temperature": 0.0})
+    return gen, (cap.requests[0] if cap.requests else None)
+
+
+def body(req: httpx2.Request) -> dict[str, Any]:
+    return json.loads(req.content)
+
+
+def snake(obj: Any) -> Any:
+    """Gemini's JSON accepts camelCase and snake_case field names (proto3 JSON); compare in one."""
+    if isinstance(obj, dict):
+        return {re.sub(r"(?<!^)([A-Z])", r"_\1", k).lower(): snake(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [snake(v) for v in obj]
+    return obj
+
+
+OPENAI_MESSAGES = [{"role": "user", "content": [
+    {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{DATA}"}},
+    {"type": "text", "text": PROMPT}]}]
+ANTHROPIC_MESSAGES = [{"role": "user", "content": [
+    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": DATA}},
+    {"type": "text", "text": PROMPT}]}]
+
+
+def openai_sdk(**kwargs):
+    return sdk_request(lambda http: openai.OpenAI(api_key=KEY, base_url=BASE + "/v1", http_client=http,
+                                                  max_retries=0).chat.completions.create(**kwargs))
+
+
+def anthropic_sdk(**kwargs):
+    return sdk_request(lambda http: anthropic.Anthropic(api_key=KEY, base_url=BASE, http_client=http,
+                                                        max_retries=0).messages.create(**kwargs))
+
+
+def gemini_sdk(model: str, config: gt.GenerateContentConfig, parts: list[gt.Part]):
+    return sdk_request(lambda http: genai.Client(
+        api_key=KEY, http_options=gt.HttpOptions(base_url=BASE, httpx_client=http)).models.generate_content(
+        model=model, contents=[gt.Content(role="user", parts=parts)], config=config))
+
+
+# -- requests ----------------------------------------------------------------------------------
+
+def test_openai_request_matches_the_sdk():
+    # CHART-6's API slot: GPT-4V's Table 2 decoding, per-repetition seed (defect 8).
+    settings = {"max_new_tokens": 270, "temperature": 0.2, "top_p": 1.0, "seed": 5,
+                "exact": ["temperature", "top_p"]}
+    _, ours = gestalt("openai", "gpt-4o-2024-08-06", settings=settings)
+    theirs = openai_sdk(model="gpt-4o-2024-08-06", messages=OPENAI_MESSAGES, max_completion_tokens=270,
+                        temperature=0.2, top_p=1.0, seed=5)
+    assert (ours.url.path, body(ours)) == (theirs.url.path, body(theirs))
+    assert ours.headers["authorization"] == theirs.headers["authorization"]
+    assert ours.headers["user-agent"].startswith("gestalt-harness/")  # not urllib's (defect 9)
+
+
+def test_openai_reasoning_request_matches_the_sdk():
+    # o3 refuses temperature and top_p (defect 4): gestalt's default temperature 0 is left out.
+    gen, ours = gestalt("openai", "o3", settings={"max_new_tokens": 40, "temperature": 0.0, "top_p": 0.9,
+                                                  "seed": 1}, max_tokens=4000, reasoning_effort="low")
+    theirs = openai_sdk(model="o3", messages=OPENAI_MESSAGES, max_completion_tokens=4000,
+                        reasoning_effort="low", seed=1)
+    assert body(ours) == body(theirs)
+    assert gen.settings_dropped == {"temperature": 0.0, "top_p": 0.9}
+
+
+def test_text_only_request_matches_the_sdk():
+    # The CHART-6 LLM extractor sends no image (defect 1).
+    _, ours = gestalt("openai", "gpt-4-0613", image=None,
+                        settings={"max_new_tokens": 2000, "temperature": 1.0, "top_p": 1.0})
+    theirs = openai_sdk(model="gpt-4-0613", max_completion_tokens=2000, temperature=1.0, top_p=1.0,
+                        messages=[{"role": "user", "content": [{"type": "text", "text": PROMPT}]}])
+    assert body(ours) == body(theirs)
+    _, ours = gestalt("anthropic", "claude-opus-4-6", image=None, settings={"max_new_tokens": 30})
+    theirs = anthropic_sdk(model="claude-opus-4-6", max_tokens=30,
+                           messages=[{"role": "user", "content": [{"type": "text", "text": PROMPT}]}])
+    assert body(ours) == body(theirs)
+
+
+def test_azure_request_matches_the_sdk():
+    _, ours = gestalt("azure", "my-gpt4o", api_version="2024-10-21", served_model="gpt-4o",
+                      settings={"max_new_tokens": 40, "temperature": 0.0, "seed": 3})
+    theirs = sdk_request(lambda http: openai.AzureOpenAI(
+        api_key=KEY, azure_endpoint=BASE, api_version="2024-10-21", http_client=http,
+        max_retries=0).chat.completions.create(model="my-gpt4o", messages=OPENAI_MESSAGES,
+                                               max_completion_tokens=40, temperature=0.0, seed=3))
+    assert str(ours.url) == str(theirs.url)  # deployment path and api-version query
+    assert ours.headers["api-key"] == theirs.headers["api-key"] == KEY
+    assert "authorization" not in ours.headers
+    assert body(ours) == {**body(theirs), "model": "my-gpt4o"}
+
+
+def credential_of(req: httpx2.Request) -> str | None:
+    """The Anthropic SDK accepts either header as the credential (its _validate_headers)."""
+    return req.headers.get("x-api-key") or req.headers.get("authorization", "").removeprefix("Bearer ") or None
+
+
+def test_anthropic_request_matches_the_sdk():
+    _, ours = gestalt("anthropic", "claude-opus-4-6", settings={"max_new_tokens": 1024, "temperature": 0.0})
+    # anthropic 2.14's typed params no longer list the sampling parameters; extra_body is the
+    # SDK's way to send one (Opus 4.6 still accepts temperature alone).
+    theirs = anthropic_sdk(model="claude-opus-4-6", max_tokens=1024, messages=ANTHROPIC_MESSAGES,
+                           extra_body={"temperature": 0.0})
+    assert (ours.url.path, body(ours)) == (theirs.url.path, body(theirs))
+    assert credential_of(ours) == credential_of(theirs) == KEY
+    assert ours.headers["anthropic-version"]
+
+
+def test_anthropic_opus_4_7_gets_no_temperature():
+    # Opus 4.7 rejects temperature (defect 2) and the 'enabled' thinking form (defect 5).
+    gen, ours = gestalt("anthropic", "claude-opus-4-7", adaptive_thinking=True,
+                        settings={"max_new_tokens": 2048, "temperature": 0.0, "seed": 4})
+    theirs = anthropic_sdk(model="claude-opus-4-7", max_tokens=2048, messages=ANTHROPIC_MESSAGES,
+                           thinking=at.ThinkingConfigAdaptiveParam(type="adaptive"))
+    assert body(ours) == body(theirs)
+    assert gen.settings_dropped == {"temperature": 0.0, "seed": 4}  # Anthropic has no seed
+
+
+def test_anthropic_thinking_request_matches_the_sdk():
+    # Sonnet 4.5: temperature or top_p, not both (defect 3); none while thinking.
+    gen, ours = gestalt("anthropic", "claude-sonnet-4-5", thinking_budget=2048, max_tokens=4096,
+                        settings={"max_new_tokens": 40, "temperature": 0.0, "top_p": 1.0})
+    theirs = anthropic_sdk(model="claude-sonnet-4-5", max_tokens=4096, messages=ANTHROPIC_MESSAGES,
+                           thinking=at.ThinkingConfigEnabledParam(type="enabled", budget_tokens=2048))
+    assert body(ours) == body(theirs)
+    assert set(gen.settings_dropped) == {"temperature", "top_p"}
+
+
+def test_gemini_request_matches_the_sdk():
+    _, ours = gestalt("google", "gemini-2.5-flash", thinking_budget=0,
+                      settings={"max_new_tokens": 40, "temperature": 0.0, "top_p": 0.5, "seed": 9})
+    theirs = gemini_sdk("gemini-2.5-flash", gt.GenerateContentConfig(
+        max_output_tokens=40, temperature=0.0, top_p=0.5, seed=9,
+        thinking_config=gt.ThinkingConfig(thinking_budget=0)),
+        [gt.Part.from_bytes(data=png_bytes(IMAGE), mime_type="image/png"), gt.Part(text=PROMPT)])
+    assert snake(body(ours)) == snake(body(theirs))
+    # The SDK defaults to the v1 API; gestalt calls v1beta (thinkingConfig and seed documented there).
+    assert ours.url.path.split("/", 2)[2] == theirs.url.path.split("/", 2)[2]
+    assert ours.headers["x-goog-api-key"] == theirs.headers["x-goog-api-key"] == KEY
+
+
+# -- documented response shapes ----------------------------------------------------------------
+
+def openai_reply(finish: str, content: str | None, refusal: str | None = None, reasoning: int = 0) -> dict:
+    return ChatCompletion(
+        id="c", created=0, model="o3", object="chat.completion",
+        choices=[Choice(index=0, finish_reason=finish,  # type: ignore[arg-type]
+                        message=ChatCompletionMessage(role="assistant", content=content, refusal=refusal))],
+        usage=CompletionUsage(prompt_tokens=90, completion_tokens=40, total_tokens=130,
+                              completion_tokens_details=CompletionTokensDetails(reasoning_tokens=reasoning)),
+    ).model_dump(mode="json")
+
+
+def anthropic_reply(stop: str, text: str) -> dict:
+    return at.Message(id="m", type="message", role="assistant", model="claude-opus-4-6",
+                      content=[at.TextBlock(type="text", text=text)], stop_reason=stop,  # type: ignore[arg-type]
+                      usage=at.Usage(input_tokens=90, output_tokens=12)).model_dump(mode="json")
+
+
+def gemini_reply(finish: str | None, text: str | None, thoughts: int = 0) -> dict:
+    parts = [gt.Part(text=text)] if text is not None else None
+    candidates = [gt.Candidate(finish_reason=gt.FinishReason(finish), content=gt.Content(role="model", parts=parts))] \
+        if finish else None
+    feedback = None if finish else gt.GenerateContentResponsePromptFeedback(block_reason=gt.BlockedReason.SAFETY)
+    return gt.GenerateContentResponse(
+        candidates=candidates, prompt_feedback=feedback,
+        usage_metadata=gt.GenerateContentResponseUsageMetadata(
+            prompt_token_count=90, candidates_token_count=0 if text is None else 3,
+            thoughts_token_count=thoughts, total_token_count=93 + thoughts),
+    ).model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+CASES = [
+    # (provider, model, reply, status, text)
+    ("openai", "gpt-4o", openai_reply("stop", "3"), "ok", "3"),
+    ("openai", "o3", openai_reply("length", "", reasoning=40), "null:truncated", ""),  # defect 6
+    ("openai", "gpt-4o", openai_reply("stop", None, refusal="I can't help with that."), "null:refusal", ""),
+    ("openai", "gpt-4o", openai_reply("content_filter", ""), "null:safety", ""),
+    ("anthropic", "claude-opus-4-6", anthropic_reply("end_turn", "3"), "ok", "3"),
+    ("anthropic", "claude-opus-4-6", anthropic_reply("max_tokens", "There are thr"), "null:truncated",
+     "There are thr"),
+    ("anthropic", "claude-opus-4-6", anthropic_reply("refusal", ""), "null:refusal", ""),
+    ("google", "gemini-2.0-flash", gemini_reply("STOP", "3"), "ok", "3"),
+    ("google", "gemini-2.0-flash", gemini_reply("MAX_TOKENS", None, thoughts=40), "null:truncated", ""),
+    ("google", "gemini-2.0-flash", gemini_reply("SAFETY", None), "null:safety", ""),
+    ("google", "gemini-2.0-flash", gemini_reply("RECITATION", None), "null:safety", ""),
+    ("google", "gemini-2.0-flash", gemini_reply(None, None), "null:safety", ""),  # blocked prompt
+]
+
+
+@pytest.mark.parametrize("provider,model,reply,status,text", CASES,
+                         ids=[f"{c[0]}-{c[3]}-{i}" for i, c in enumerate(CASES)])
+def test_documented_responses_become_answers_or_null_reasons(provider, model, reply, status, text):
+    options = {"max_tokens": 4000} if model == "o3" else {}
+    gen, _ = gestalt(provider, model, reply=reply, **options)
+    got = "ok" if gen.error is None else api_error_status(gen.error)
+    assert got == status and (gen.text or "") == text
+
+
+def test_usage_separates_thinking_tokens_for_every_vendor():
+    gen, _ = gestalt("openai", "o3", reply=openai_reply("stop", "3", reasoning=30), max_tokens=4000)
+    assert gen.usage == {"input_tokens": 90, "output_tokens": 10, "thinking_tokens": 30, "total_tokens": 130}
+    gen, _ = gestalt("google", "gemini-2.0-flash", reply=gemini_reply("STOP", "3", thoughts=25))
+    assert gen.usage == {"input_tokens": 90, "output_tokens": 3, "thinking_tokens": 25, "total_tokens": 118}
+    gen, _ = gestalt("anthropic", "claude-opus-4-6", reply=anthropic_reply("end_turn", "3"))
+    assert gen.usage == {"input_tokens": 90, "output_tokens": 12, "thinking_tokens": 0}
+
+
+def test_retry_after_is_read_as_the_openai_sdk_reads_it():
+    from openai._base_client import SyncAPIClient
+
+    from harness.models.api import retry_after_s
+
+    sdk = openai.OpenAI(api_key=KEY, base_url=BASE)
+    for headers in ({"retry-after-ms": "250"}, {"retry-after": "3"}, {"retry-after": "1.5"},
+                    {"retry-after-ms": "100", "retry-after": "9"},
+                    {"retry-after": "Wed, 21 Oct 2099 07:28:00 GMT"}, {"retry-after": "soon"}, {}):
+        h = httpx2.Headers(headers)
+        theirs = SyncAPIClient._parse_retry_after_header(sdk, h)
+        ours = retry_after_s(h)
+        assert (ours is None) == (theirs is None), headers
+        if ours is not None:
+            assert ours == pytest.approx(theirs, abs=2.0), headers
