@@ -129,6 +129,7 @@ def test_dry_run_counts_the_calls(mixed):
     res = subprocess.run([sys.executable, "-m", "harness.cli", "recipe", str(path), "--dry-run"],
                          capture_output=True, text=True, env=dict(os.environ, HF_HUB_OFFLINE="1"))
     assert res.returncode == 0, res.stderr
-    # tiny-llava and fake-api: 80 + 120 + 40 + 12 generate calls each; encoders make none
-    assert "total generate/API calls if nothing is cached: 504" in res.stdout
+    # tiny-llava and fake-api: 80 + 120 + 200 + 12 generate calls each (series count: 10 plots per k,
+    # k = 1..20); encoders make none
+    assert "total generate/API calls if nothing is cached: 824" in res.stdout, res.stdout[-2000:]
     assert KEY not in res.stdout
