@@ -58,7 +58,7 @@ from typing import Any, Callable
 from PIL import Image
 
 from ..stimuli.base import png_bytes
-from .base import Generation, ModelError, ModelSpec
+from .base import Generation, ModelAdapter, ModelError, ModelSpec
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def _b64_png(image: Image.Image) -> str:
     return base64.b64encode(png_bytes(image)).decode("ascii")
 
 
-class APIModel:
+class APIModel(ModelAdapter):
     capabilities = frozenset({"generate"})
 
     def __init__(self, spec: ModelSpec):

@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 
 from PIL import Image
 
+from ..models.base import Generation, Generator
 from ..stimuli.base import Stimulus, StimulusSet, png_bytes
 from .base import Readout, Response
 from .parse import Parsed, api_error_status, parse_integer, parse_label, parse_number
@@ -44,13 +45,10 @@ def human_facing(image: Image.Image) -> Image.Image:
     return image
 
 
-def generate_all(model, images: list[Image.Image], prompts: list[str],
-                 settings: dict[str, Any]) -> list:
-    """Batched or concurrent generation where the adapter offers it, else one call per item."""
-    many = getattr(model, "generate_many", None)
-    if many is not None:
-        return many(images, prompts, settings)
-    return [model.generate(im, p, settings) for im, p in zip(images, prompts)]
+def generate_all(model: Generator, images: list[Image.Image], prompts: list[str],
+                 settings: dict[str, Any]) -> list[Generation]:
+    """Batched or concurrent where the adapter does so (the contract's default: one call per item)."""
+    return model.generate_many(images, prompts, settings)
 
 
 class PromptReadout(Readout):
@@ -108,7 +106,7 @@ class PromptReadout(Readout):
         generations = generate_all(model, images, prompts, self.generation_settings(rep))
         out = []
         for gen, (_, presentation) in zip(generations, shown):
-            extras = dict(presentation)
+            extras = {**presentation, **gen.extras}
             if gen.error is not None:
                 parsed = Parsed(None, api_error_status(gen.error))
                 extras["error"] = gen.error

@@ -135,6 +135,15 @@ def score_classification_vs_observers(records: list[dict], stimset, *, seed: int
     m = np.array([r["response"] == test[i].ground_truth for r, i in zip(ok, items)], float)
     match = np.array([r == test[i].human_target for r, i in zip(response, items)], float)
     observer_correct = np.asarray(stimset.human["observer_correct"], float)
+    # An observer's own decisions (source: decisions) are compared with the panel without them:
+    # with them, kappa compares the observer partly with itself and is inflated.
+    own = {(r.get("extras") or {}).get("observer") for r in records} & set(stimset.human["observers"])
+    panel_note = ""
+    if own:
+        keep = [j for j, o in enumerate(stimset.human["observers"]) if o not in own]
+        observer_correct = observer_correct[keep]
+        panel_note = (f"; leave-one-out: observer {', '.join(sorted(own))}'s own decisions vs the "
+                      f"other {len(keep)} observers")
     p = observer_correct.mean(axis=0)
     n = len(ok)
     v = nulls / len(records) if records else 0.0
@@ -163,11 +172,12 @@ def score_classification_vs_observers(records: list[dict], stimset, *, seed: int
         rec("B", b, f"mean 1[r=modal human response]; percentile bootstrap, {n_boot} draws",
             floor=chance, ceiling=b_ceiling, extra={"B_full_low": lo, "B_full_high": hi,
                                                     "null_fraction": v}),
-        rec("kappa", kap, f"aggregate error consistency vs panel p_i; bootstrap {n_boot_kappa} draws",
+        rec("kappa", kap, f"aggregate error consistency vs panel p_i; bootstrap {n_boot_kappa} draws"
+            + panel_note,
             floor=0.0, ceiling=ceil_pair[0],
             extra={"ceiling_ci": [ceil_pair[1], ceil_pair[2]], "ceiling_loo": ceil_loo[0]}),
         rec("kappa_pairwise", kap_pw,
-            f"mean over observers of kappa(m, h_j); bootstrap {n_boot_kappa} draws",
+            f"mean over observers of kappa(m, h_j); bootstrap {n_boot_kappa} draws" + panel_note,
             floor=0.0, ceiling=ceil_pair[0]),
         Score(name="human_kappa_pairwise", value=ceil_pair[0], ci_low=ceil_pair[1],
               ci_high=ceil_pair[2], n=n_all, nulls=0, version=version,

@@ -12,7 +12,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..models.base import ModelSpec, fingerprint_hash
+import numpy as np
+from PIL import Image
+
+from ..models.base import Generation, ModelAdapter, ModelSpec, fingerprint_hash
 from ..readouts.registry import get_readout
 from ..stimuli.base import StimulusSet
 from ..stimuli.registry import TaskSpec
@@ -21,30 +24,41 @@ from .records import RecordStore, cache_key, make_record, trial_id
 
 
 class CountingAdapter:
-    """Wraps an adapter, counting capability calls, loading weights only on first use."""
+    """Wraps an adapter, counting capability calls, placing it on its device before the first.
 
-    CALLS = ("embed", "generate", "generate_many", "predict")
+    Anything else a readout asks of its model (a regressor's ``fit``) goes to the adapter itself."""
 
-    def __init__(self, adapter, device: str):
+    def __init__(self, adapter: ModelAdapter, device: str):
         self.adapter = adapter
         self.device = device
         self.calls = 0
         self._placed = False
 
-    def __getattr__(self, name):
-        attr = getattr(self.adapter, name)
-        if name in self.CALLS:
-            if not self._placed:
-                if hasattr(self.adapter, "to"):
-                    self.adapter.to(self.device)
-                self._placed = True
+    def _call(self) -> None:
+        if not self._placed:
+            self.adapter.to(self.device)
+            self._placed = True
+        self.calls += 1
 
-            def counted(*args, **kwargs):
-                self.calls += 1
-                return attr(*args, **kwargs)
+    def embed(self, images: list[Image.Image]) -> np.ndarray:
+        self._call()
+        return self.adapter.embed(images)
 
-            return counted
-        return attr
+    def predict(self, images: list[Image.Image]) -> np.ndarray:
+        self._call()
+        return self.adapter.predict(images)
+
+    def generate(self, image: Image.Image, prompt: str, settings: dict[str, Any]) -> Generation:
+        self._call()
+        return self.adapter.generate(image, prompt, settings)
+
+    def generate_many(self, images: list[Image.Image], prompts: list[str],
+                      settings: dict[str, Any]) -> list[Generation]:
+        self._call()
+        return self.adapter.generate_many(images, prompts, settings)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.adapter, name)
 
 
 @dataclass
@@ -67,8 +81,7 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
     readout_cls = get_readout(readout_name)
     readout = readout_cls(stimset, **readout_options)
     readout.dist = dist
-    # a readout may multiply repetitions (every montage permutation x n_reps)
-    n_reps = int(getattr(readout, "n_reps", readout_options.get("n_reps", 1)))
+    n_reps = readout.n_reps  # a readout may multiply repetitions (every montage permutation x n_reps)
     settings = readout.settings
     fp = fingerprint_hash(adapter.fingerprint)
     prompt_hash = stimset.prompt.hash if (stimset.prompt and readout.uses_prompt) else None
