@@ -38,7 +38,7 @@ class PlanError(GestaltError):
 class Planned:
     model: ModelSpec
     tasks: list[tuple[TaskSpec, str]]  # (task, readout name)
-    adapter: ModelAdapter  # built and checked, weights not loaded (a python source's are)
+    adapter: ModelAdapter  # built, not loaded (a python source is: its methods are its capabilities)
 
 
 @dataclass
@@ -59,13 +59,11 @@ def model_specs(recipe: Recipe) -> list[ModelSpec]:
             for m in recipe.models]
 
 
-def plan(recipe: Recipe, adapters: dict[str, ModelAdapter] | None = None) -> list[Planned]:
-    """Each model's (task, readout) pairs; ``adapters`` supplies live objects by model id
-    (harness.evaluate), the others are built from their specs here."""
+def plan(recipe: Recipe) -> list[Planned]:
     tasks = [get_task(t) for t in expand(recipe.tasks)]
     out = []
     for entry, spec in zip(recipe.models, model_specs(recipe)):
-        adapter = (adapters or {}).get(spec.id) or make_adapter(spec)
+        adapter = make_adapter(spec)  # capabilities known, weights not loaded
         caps = adapter.capabilities
         pairs = []
         for task in tasks:
@@ -95,9 +93,8 @@ def build_stimsets(recipe: Recipe, sources: Sources, task_ids: list[str]) -> dic
     return sets
 
 
-def preflight(recipe: Recipe, adapters: dict[str, ModelAdapter] | None = None
-              ) -> tuple[list[Planned], dict[str, StimulusSet], Sources]:
-    planned = plan(recipe, adapters)
+def preflight(recipe: Recipe) -> tuple[list[Planned], dict[str, StimulusSet], Sources]:
+    planned = plan(recipe)
     sources = Sources(root=recipe.data.root, mirror=recipe.data.mirror)
     stimsets = build_stimsets(recipe, sources, expand(recipe.tasks))
     for p in planned:
@@ -146,9 +143,8 @@ def _call_scorer(fn: Callable, records, stimset, recipe: Recipe):
     return fn(records, stimset, **kwargs)
 
 
-def run_recipe(recipe: Recipe, *, echo: Callable[[str], None] = print,
-               adapters: dict[str, ModelAdapter] | None = None) -> list[BatteryResult]:
-    planned, stimsets, _ = preflight(recipe, adapters)
+def run_recipe(recipe: Recipe, *, echo: Callable[[str], None] = print) -> list[BatteryResult]:
+    planned, stimsets, _ = preflight(recipe)
     dist = Dist()
     results = []
     try:

@@ -94,8 +94,7 @@ class DecisionsModel(ModelAdapter):
         if self._decisions is not None:
             return self._decisions
         s, c = self.spec, self.columns
-        decisions: dict[str, str] = {}
-        subjects: set[str] = set()
+        rows: list[tuple[Path, dict[str, str]]] = []
         for path in self._resolve(s.name, "decisions"):
             with open(path, newline="") as f:
                 reader = csv.DictReader(f)
@@ -103,15 +102,17 @@ class DecisionsModel(ModelAdapter):
                 if missing:
                     raise ModelError(f"model {s.id!r}: {path}: no column(s) {sorted(missing)} "
                                      f"(map them with options.columns)")
-                for row in reader:
-                    subjects.add(row[c["subject"]])
-                    name = image_name(row[c["image"]])
-                    if decisions.setdefault(name, row[c["decision"]]) != row[c["decision"]]:
-                        raise ModelError(f"model {s.id!r}: {path}: two decisions for image {name}")
+                rows += [(path, row) for row in reader]
             self._files[str(path)] = file_sha256(path)
+        subjects = {row[c["subject"]] for _, row in rows}
         if len(subjects) != 1:
             raise ModelError(f"model {s.id!r}: {s.name!r} holds {len(subjects)} subjects "
                              f"({', '.join(sorted(subjects))}); one model is one subject's file(s)")
+        decisions: dict[str, str] = {}
+        for path, row in rows:
+            name = image_name(row[c["image"]])
+            if decisions.setdefault(name, row[c["decision"]]) != row[c["decision"]]:
+                raise ModelError(f"model {s.id!r}: {path}: two decisions for image {name}")
         self.subject = subjects.pop()
         images = [p for p in self._resolve(s.options["images"], "images") if p.suffix.lower() in IMAGE_SUFFIXES]
         for p in images:
