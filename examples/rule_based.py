@@ -7,14 +7,15 @@ settings)`` returning text is a model to gestalt; the readout parses the text as
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from PIL import Image
 
 
 class ShapeRule:
-    fingerprint = {"rule": "aspect-ratio", "version": 1}  # no weights: the rule is its identity
+    # no weights: the rule is its identity (this replaces the default fingerprint)
+    fingerprint: ClassVar[dict[str, Any]] = {"rule": "aspect-ratio", "version": 1}
 
     def generate(self, image: Image.Image, prompt: str, settings: dict[str, Any]) -> str:
         ink = np.asarray(image.convert("L")) < 128

@@ -11,7 +11,7 @@ Python API (:mod:`harness.evaluation`), imported on first use so ``import harnes
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["evaluate", "load_records", "__version__"]
+__all__ = ["__version__", "evaluate", "load_records"]
 
 
 def __getattr__(name: str) -> Any:

@@ -89,9 +89,10 @@ def evaluate(models: Sequence[ModelLike], tasks: Sequence[str], **recipe_keys: A
 
 def load_records(run_id: str, uri: str | None = None) -> pd.DataFrame:
     """One MLflow run's trial records (every task of its battery) as a DataFrame."""
-    import mlflow
     import pandas as pd
     from mlflow.exceptions import MlflowException
+
+    import mlflow
 
     from .tracking.mlflow_run import tracking_uri
     from .trials.records import RecordStore

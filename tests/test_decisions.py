@@ -31,7 +31,9 @@ FILES = {"alexnet": "silhouette-filled-experiment/silhouette-filled-experiment_a
 def _correct(path):
     """image ('airplane7') -> correct, over the test images 6-10."""
     out = {}
-    for row in csv.DictReader(open(path)):
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
         image = row["imagename"].rsplit("_", 1)[-1].removesuffix(".png")
         if int("".join(c for c in image if c.isdigit())) >= 6:
             out[image] = row["object_response"] == row["category"]
@@ -110,7 +112,8 @@ def test_an_observers_own_file_is_compared_with_the_panel_without_them(tmp_path)
 
 
 def test_column_map_reads_other_schemas_from_a_plain_path(tmp_path):
-    rows = list(csv.DictReader(open(RAW / FILES["vgg"])))
+    with open(RAW / FILES["vgg"]) as f:
+        rows = list(csv.DictReader(f))
     other = tmp_path / "vgg-renamed.csv"
     with open(other, "w", newline="") as f:
         w = csv.DictWriter(f, ["network", "file", "answer"])

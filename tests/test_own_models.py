@@ -11,7 +11,13 @@ import pytest
 import yaml
 
 from harness.models.base import ModelAdapter, ModelError, ModelSpec, fingerprint_hash
-from harness.models.registry import BUILT_IN, adapter_class, build_adapter, make_adapter, sources
+from harness.models.registry import (
+    BUILT_IN,
+    adapter_class,
+    build_adapter,
+    make_adapter,
+    sources,
+)
 from harness.recipes import RecipeError, load_recipe
 from tests.conftest import MIRROR, REPO
 
@@ -98,7 +104,7 @@ def test_a_model_without_capability_is_refused_at_preflight(tmp_path):
     (tmp_path / "blank.py").write_text("class Blank:\n    pass\n\ndef build():\n    return Blank()\n")
     path = write_recipe(tmp_path, [{"id": "blank", "source": "python", "name": f"{tmp_path}/blank.py:build"}])
     out = subprocess.run([sys.executable, "-m", "harness.cli", "recipe", str(path)], capture_output=True,
-                         text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+                         text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)
     assert out.returncode == 2 and not (tmp_path / "out").exists()
     assert out.stderr.strip().count("\n") == 0 and "'blank'" in out.stderr and "no capability" in out.stderr
 
@@ -126,7 +132,7 @@ def test_gestalt_help_imports_neither_torch_nor_the_api():
     code = ("import sys, harness, harness.cli\n"
             "print(sorted(m for m in ('torch', 'pandas', 'mlflow', 'harness.evaluation') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
-                         env={**os.environ, "PYTHONPATH": str(REPO)})
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)
     assert out.stdout.strip() == "[]", out.stderr
 
 

@@ -60,7 +60,7 @@ def test_a_plugin_distribution_adds_a_source_listed_and_run_from_a_recipe(tmp_pa
 
     def gestalt(*args):
         return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
-                              env=env, cwd=tmp_path)
+                              env=env, cwd=tmp_path, check=False)
 
     listed = gestalt("models", "list")
     assert "constant: gestalt_constant:Constant (plugin gestalt-constant 0.1)" in listed.stdout
@@ -76,5 +76,5 @@ def test_a_plugin_distribution_adds_a_source_listed_and_run_from_a_recipe(tmp_pa
     assert len(records) == 80 and {r["response"] for r in records} == {"car"}
     # without the plugin installed the same recipe is one line naming the source, exit 2
     missing = subprocess.run([sys.executable, "-m", "harness.cli", "recipe", "plugin.yaml"], capture_output=True,
-                             text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=tmp_path)
+                             text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=tmp_path, check=False)
     assert missing.returncode == 2 and "unknown model source 'constant'" in missing.stderr

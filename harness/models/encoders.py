@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -82,7 +83,7 @@ class TorchEncoder(ModelAdapter):
             self._model = model.to(self.device, dtype=self.torch_dtype).eval()
         return self._model
 
-    def to(self, device: str) -> "TorchEncoder":
+    def to(self, device: str) -> TorchEncoder:
         self.device = device
         if self._model is not None:
             self._model = self._model.to(device)

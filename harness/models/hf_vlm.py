@@ -102,7 +102,9 @@ class HFVLM(ModelAdapter):
         self._check_architecture(json.loads(config.read_text()), config)
 
     def _check_architecture(self, config: dict, where: Path) -> None:
-        from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+        from transformers.models.auto.modeling_auto import (
+            MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+        )
 
         model_type = config.get("model_type")
         if model_type not in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES:
@@ -142,7 +144,7 @@ class HFVLM(ModelAdapter):
         path = snapshot_download(self.spec.name, revision=self.spec.revision)
         return f"{self.spec.id}: fetched {self.spec.name}@{self.spec.revision} -> {path}"
 
-    def to(self, device: str) -> "HFVLM":
+    def to(self, device: str) -> HFVLM:
         self.device = device
         if self._model is not None and "device_map" not in self.spec.options:
             self._model = self._model.to(device)

@@ -31,7 +31,14 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from PIL import Image
 
-from .base import CAPABILITIES, Generation, ModelAdapter, ModelError, ModelSpec, fingerprint_hash
+from .base import (
+    CAPABILITIES,
+    Generation,
+    ModelAdapter,
+    ModelError,
+    ModelSpec,
+    fingerprint_hash,
+)
 
 LIVE_PREFIX = "live:"
 LIVE: dict[str, object] = {}  # "live:<id>" -> an object handed to harness.evaluate
@@ -157,6 +164,7 @@ class PythonModel(ModelAdapter):
             origin = {"callable": f"{module_name}:{fn.__qualname__}"}
             code = _source_digest(fn, self.model)
         self.capabilities = capabilities_of(self.model)
+        self._fingerprint: dict[str, Any]
         if isinstance(self.model, Fingerprinted):
             self._fingerprint = {"source": "python", "fingerprint": self.model.fingerprint}
         else:
