@@ -49,6 +49,10 @@ def test_evaluate_a_live_object_and_a_spec_then_load_records(tmp_path):
     records = harness.load_records(run_ids["alexnet"], uri=f"sqlite:///{tmp_path}/mlflow.db")
     assert len(records) == 80 and set(records["model"]) == {"alexnet"}
     assert records["correct"].sum() == 35
+    import mlflow
+
+    params = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").get_run(run_ids["alexnet"]).data.params
+    assert params["trust_remote_code"] == "False" and params["model_ref"].startswith("decisions:")
     # the same records and cache as the CLI: a second call makes no model call
     again, _ = harness.evaluate(models=[shape_rule(), ALEXNET], tasks=[TASK],
                                 **{**keys(tmp_path), "tracking": {"enabled": False}})
