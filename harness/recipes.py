@@ -31,7 +31,7 @@ class _Strict(BaseModel):
 
 class ModelEntry(_Strict):
     id: str = Field(pattern=ID_PATTERN)
-    source: Literal["timm", "open_clip", "hf", "hf-vlm", "api", "cnn"]
+    source: str = Field(description="a model source: built-in or a plugin's (`gestalt models list`)")
     name: str
     weights: str | None = None
     revision: str | None = Field(default=None, description="exact hub commit (40 hex) for pinned runs")
@@ -41,6 +41,16 @@ class ModelEntry(_Strict):
     readouts: dict[str, str] = Field(default_factory=dict, description="task id -> readout override")
     generation: dict[str, Any] = Field(default_factory=dict)
     options: dict[str, Any] = Field(default_factory=dict)
+    trust_remote_code: bool = Field(default=False, description="allow code shipped with hub weights to run")
+
+    @field_validator("source")
+    @classmethod
+    def _known_source(cls, v):
+        from .models.registry import sources  # the registry, plugins included, is the one list
+
+        if v not in sources():
+            raise ValueError(f"unknown model source {v!r}; known: {', '.join(sorted(sources()))}")
+        return v
 
     @field_validator("revision")
     @classmethod

@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 from . import __version__
 from .errors import GestaltError
-from .models.base import ModelSpec
-from .models.registry import adapter_class, build_adapter
+from .models.base import CAPABILITIES, ModelAdapter, ModelSpec
+from .models.registry import make_adapter
 from .recipes import Recipe
 from .reports.figures import battery_figures, close
 from .scores.tasks import get_scorer
@@ -38,6 +38,7 @@ class PlanError(GestaltError):
 class Planned:
     model: ModelSpec
     tasks: list[tuple[TaskSpec, str]]  # (task, readout name)
+    adapter: ModelAdapter  # built, not loaded (a python source is: its methods are its capabilities)
     settings_dropped: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> {name: value}
 
 
@@ -54,7 +55,8 @@ class BatteryResult:
 def model_specs(recipe: Recipe) -> list[ModelSpec]:
     return [ModelSpec(id=m.id, source=m.source, name=m.name, weights=m.weights, revision=m.revision,
                       family=m.family, batch_size=m.batch_size, dtype=m.dtype,
-                      options={**m.options, **({"generation": m.generation} if m.generation else {})})
+                      options={**m.options, **({"generation": m.generation} if m.generation else {})},
+                      trust_remote_code=m.trust_remote_code)
             for m in recipe.models]
 
 
@@ -62,17 +64,18 @@ def plan(recipe: Recipe) -> list[Planned]:
     tasks = [get_task(t) for t in expand(recipe.tasks)]
     out = []
     for entry, spec in zip(recipe.models, model_specs(recipe)):
-        caps = adapter_class(spec.source).capabilities
+        adapter = make_adapter(spec)  # capabilities known, weights not loaded
+        caps = adapter.capabilities
         pairs = []
         for task in tasks:
             readout = entry.readouts.get(task.task_id) or next(
-                (task.readouts[c] for c in ("embed", "generate", "predict") if c in caps and c in task.readouts),
+                (task.readouts[c] for c in CAPABILITIES if c in caps and c in task.readouts),
                 None)
             if readout is None:
                 raise PlanError(f"model {spec.id!r} ({'/'.join(sorted(caps))}) cannot answer "
                                 f"{task.task_id} (readouts: {task.readouts})")
             pairs.append((task, readout))
-        out.append(Planned(spec, pairs))
+        out.append(Planned(spec, pairs, adapter))
     return out
 
 
@@ -98,12 +101,12 @@ def preflight(recipe: Recipe) -> tuple[list[Planned], dict[str, StimulusSet], So
     from .readouts.registry import get_readout
 
     for p in planned:
-        adapter = build_adapter(p.model)  # resolves the name (and offline weights) without loading them
+        p.adapter.check()  # resolves the name (and offline weights) without loading them
         for task, name in p.tasks:  # settings the model cannot take: refused, or dropped and logged
             stimset = stimsets[task.task_id]
-            if not stimset.unavailable and "generate" in adapter.capabilities:
+            if not stimset.unavailable and "generate" in p.adapter.capabilities:
                 readout = get_readout(name)(stimset, **readout_options(recipe, p.model, task))
-                if dropped := readout.preflight(adapter):
+                if dropped := readout.preflight(p.adapter):
                     p.settings_dropped[task.task_id] = dropped
     return planned, stimsets, sources
 
@@ -121,7 +124,7 @@ def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, St
             if s.unavailable:
                 lines.append(f"  {task.task_id}: UNAVAILABLE: {s.unavailable}")
                 continue
-            calls = trials if adapter_class(p.model.source).capabilities & {"generate"} else 0
+            calls = trials if "generate" in p.adapter.capabilities else 0
             total_calls += calls
             lines.append(f"  {task.task_id}: readout {readout}, {len(s.test)} test x {n_reps} rep(s)"
                          f" = {trials} trials, probe-train {len(s.train)}"
@@ -135,7 +138,7 @@ def _n_reps(readout: str, stimset: StimulusSet, options: dict[str, Any]) -> int:
     from .readouts.registry import get_readout
 
     try:
-        return int(getattr(get_readout(readout)(stimset, **options), "n_reps", options.get("n_reps", 1)))
+        return get_readout(readout)(stimset, **options).n_reps
     except (TypeError, ValueError):
         return int(options.get("n_reps", 1))
 
@@ -164,7 +167,7 @@ def run_recipe(recipe: Recipe, *, echo: Callable[[str], None] = print) -> list[B
 def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], dist: Dist,
                  echo: Callable[[str], None]) -> BatteryResult:
     spec = p.model
-    adapter = CountingAdapter(build_adapter(spec), dist.device)
+    adapter = CountingAdapter(p.adapter, dist.device)
     track = recipe.tracking.enabled and dist.is_main
     tags = {"gestalt.model": spec.id, "gestalt.recipe": recipe.name,
             "gestalt.recipe_sha256": recipe.sha256, "gestalt.family": spec.family, **recipe.tracking.tags}
@@ -183,6 +186,7 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
                 "seed": recipe.seed, "bootstrap_seed": recipe.bootstrap.seed,
                 "n_boot": recipe.bootstrap.n_boot, "n_boot_kappa": recipe.bootstrap.n_boot_kappa,
                 "processes": dist.world, "harness_version": __version__, "recipe": recipe.name,
+                "trust_remote_code": spec.trust_remote_code,
                 **({"settings_dropped": p.settings_dropped} if p.settings_dropped else {}),
             })
         intervals: dict[str, Any] = {}
@@ -208,9 +212,9 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
                                        "stimulus_set_sha256": stimset.sha256,
                                        "scores": [s.to_dict() for s in scores]}
             if track:
-                history = getattr(adapter.adapter, "history", None)
+                history = p.adapter.history
                 if history or tr.artifacts:
-                    run.log_training(task.task_id, history or [], tr.artifacts)
+                    run.log_training(task.task_id, list(history), tr.artifacts)
                 figs = battery_figures(task.task_id, tr.records, scores, stimset, spec.id)
                 run.log_task(task.task_id, scores, tr.records,
                              {f"{task.task_id}/model_calls": float(tr.model_calls)}, figs, store.path)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness.models.base import Generation
+from harness.models.base import Generation, ModelAdapter
 from harness.readouts.chart6 import PAPER_MODELS, Chart6Readout, decoding_grid, paper_model
 from harness.readouts.extract import (CONTINUOUS_EXTRACTION, LLMExtractor, excise_prompt, extract,
                                       extract_choice, extract_number, extract_text)
@@ -100,7 +100,7 @@ def test_excise_prompt():
 
 # -- the administration --------------------------------------------------------------------------
 
-class FakeModel:
+class FakeModel(ModelAdapter):
     """A generate-capable adapter returning scripted texts, recording what it was sent."""
 
     capabilities = frozenset({"generate"})

@@ -237,10 +237,13 @@ def test_permuted_montage_shows_the_parts_in_the_new_order(sources):
 
 
 def test_transparent_images_are_shown_on_white(adapters):
-    class Recorder:
-        def generate(self, image, prompt, settings):
-            from harness.models.base import Generation
+    from harness.models.base import Generation, ModelAdapter
 
+    class Recorder(ModelAdapter):
+        def __init__(self):
+            pass
+
+        def generate(self, image, prompt, settings):
             self.seen = image
             return Generation(text="2")
 

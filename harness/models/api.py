@@ -79,7 +79,7 @@ from PIL import Image
 from .. import __version__
 from ..stimuli.base import png_bytes
 from .api_capabilities import MIN_OUTPUT_WHEN_THINKING, Family, family_of
-from .base import Generation, ModelError, ModelSpec
+from .base import Generation, ModelAdapter, ModelError, ModelSpec
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +207,7 @@ def retry_after_s(headers: httpx2.Headers, now: float | None = None) -> float | 
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-class APIModel:
+class APIModel(ModelAdapter):
     capabilities = frozenset({"generate"})
 
     def __init__(self, spec: ModelSpec):

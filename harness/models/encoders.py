@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from PIL import Image
 
-from .base import ModelError, ModelSpec
+from .base import ModelAdapter, ModelError, ModelSpec
 from .weights import load_by_order, pypi_weights
 
 
@@ -28,14 +29,13 @@ def _version(dist: str) -> str:
         return "absent"
 
 
-class TorchEncoder:
+class TorchEncoder(ModelAdapter):
     capabilities = frozenset({"embed"})
     library: str = ""
 
     def __init__(self, spec: ModelSpec):
-        self.spec = spec
-        self.device = "cpu"
-        self._model = None
+        super().__init__(spec)
+        self._model: Any = None
         self._transform: Callable[[Image.Image], Any] | None = None
 
     # -- what subclasses provide
@@ -46,10 +46,6 @@ class TorchEncoder:
         raise NotImplementedError
 
     def _forward(self, model, batch):
-        raise NotImplementedError
-
-    def fetch(self) -> str:
-        """Download hub weights into the local caches (Docker build step); returns what it did."""
         raise NotImplementedError
 
     # -- shared
@@ -87,7 +83,7 @@ class TorchEncoder:
             self._model = model.to(self.device, dtype=self.torch_dtype).eval()
         return self._model
 
-    def to(self, device: str) -> "TorchEncoder":
+    def to(self, device: str) -> TorchEncoder:
         self.device = device
         if self._model is not None:
             self._model = self._model.to(device)
@@ -256,8 +252,10 @@ class HFVisionEncoder(TorchEncoder):
 
         s = self.spec
         # e.g. MAE needs mask_ratio=0.0, or it embeds a random 25% of the patches on every call
-        model = AutoModel.from_pretrained(s.name, revision=s.revision, **s.options.get("model_kwargs", {}))
-        processor = AutoImageProcessor.from_pretrained(s.name, revision=s.revision)
+        kwargs = {"trust_remote_code": s.trust_remote_code, **s.options.get("model_kwargs", {})}
+        model = AutoModel.from_pretrained(s.name, revision=s.revision, **kwargs)
+        processor = AutoImageProcessor.from_pretrained(s.name, revision=s.revision,
+                                                       trust_remote_code=s.trust_remote_code)
 
         def transform(image):
             return processor(images=image, return_tensors="pt")["pixel_values"][0]

@@ -29,7 +29,7 @@ from typing import Any
 
 from PIL import Image
 
-from .base import Generation, ModelError, ModelSpec
+from .base import Generation, ModelAdapter, ModelError, ModelSpec
 
 ADAPTER_VERSION = "1"  # bump when the prompt assembly or decoding changes
 OPTIONS = {"device_map", "processor_kwargs", "attn_implementation", "generation"}
@@ -59,13 +59,12 @@ def _local_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-class HFVLM:
+class HFVLM(ModelAdapter):
     capabilities = frozenset({"generate"})
 
     def __init__(self, spec: ModelSpec):
-        self.spec = spec
-        self.device = "cpu"
-        self._model = None
+        super().__init__(spec)
+        self._model: Any = None
         self._processor = None
 
     def __repr__(self) -> str:
@@ -103,7 +102,9 @@ class HFVLM:
         self._check_architecture(json.loads(config.read_text()), config)
 
     def _check_architecture(self, config: dict, where: Path) -> None:
-        from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+        from transformers.models.auto.modeling_auto import (
+            MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+        )
 
         model_type = config.get("model_type")
         if model_type not in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES:
@@ -143,7 +144,7 @@ class HFVLM:
         path = snapshot_download(self.spec.name, revision=self.spec.revision)
         return f"{self.spec.id}: fetched {self.spec.name}@{self.spec.revision} -> {path}"
 
-    def to(self, device: str) -> "HFVLM":
+    def to(self, device: str) -> HFVLM:
         self.device = device
         if self._model is not None and "device_map" not in self.spec.options:
             self._model = self._model.to(device)
@@ -155,13 +156,14 @@ class HFVLM:
             from transformers import AutoModelForImageTextToText, AutoProcessor
 
             s = self.spec
-            kwargs: dict[str, Any] = {"revision": s.revision,
+            kwargs: dict[str, Any] = {"revision": s.revision, "trust_remote_code": s.trust_remote_code,
                                       "dtype": "auto" if s.dtype == "auto" else getattr(torch, s.dtype)}
             for key in ("device_map", "attn_implementation"):
                 if key in s.options:
                     kwargs[key] = s.options[key]
             try:
                 processor = AutoProcessor.from_pretrained(s.name, revision=s.revision,
+                                                          trust_remote_code=s.trust_remote_code,
                                                           **s.options.get("processor_kwargs", {}))
                 model = AutoModelForImageTextToText.from_pretrained(s.name, **kwargs)
             except (OSError, ValueError) as e:

@@ -62,7 +62,7 @@ from typing import Any, Protocol
 import numpy as np
 from PIL import Image
 
-from .base import ModelError, ModelSpec
+from .base import ModelAdapter, ModelError, ModelSpec
 
 LOCAL_ARCHS = ("lenet", "mlp", "colnet")
 DEFAULTS: dict[str, Any] = {
@@ -201,7 +201,7 @@ def _build_net(name: str, channels: int, height: int, width: int, opts: dict[str
     return timm.create_model(name, pretrained=False, num_classes=1, in_chans=channels)
 
 
-class CNNRegressor:
+class CNNRegressor(ModelAdapter):
     """A regressor from chart pixels to the ratio; weights come from :meth:`fit` or :meth:`load`."""
 
     capabilities = frozenset({"predict"})

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ..models.base import Adapter, Embedder
 from ..stimuli.base import Stimulus, StimulusSet
 
 
@@ -43,7 +44,12 @@ class Readout:
         self.dist = _Local()  # the runner swaps in its accelerate-backed Dist
         self.rep = 0  # repetition index of the batch being answered (set by the runner)
 
-    def embed_all(self, model, images_of: list[Stimulus], parts: bool = False):
+    @property
+    def n_reps(self) -> int:
+        """Trials per stimulus (a readout may multiply repetitions, e.g. by montage permutations)."""
+        return int(self.options.get("n_reps", 1))
+
+    def embed_all(self, model: Embedder, images_of: list[Stimulus], parts: bool = False):
         """Embeddings of many stimuli, sharded across processes and gathered in order."""
         import numpy as np
 
@@ -67,18 +73,18 @@ class Readout:
                              f"known: {sorted(known)}")
         return {**known, **options}
 
-    def preflight(self, model) -> dict[str, Any]:
+    def preflight(self, model: Adapter) -> dict[str, Any]:
         """Refuse (ModelError, one line) before any run when ``model`` cannot take this readout's
         settings; returns the settings it will not be sent, ``{name: value}`` (default: none)."""
         return {}
 
-    def prepare(self, model) -> None:
+    def prepare(self, model: Adapter) -> None:
         """Fit anything the readout needs from the probe-train split (default: nothing)."""
 
-    def respond(self, model, batch: list[Stimulus]) -> list[Response]:
+    def respond(self, model: Adapter, batch: list[Stimulus]) -> list[Response]:
         raise NotImplementedError
 
-    def artifacts(self, model) -> dict[str, Path]:
+    def artifacts(self, model: Adapter) -> dict[str, Path]:
         """Files this readout produced for the model (e.g. a trained regressor's checkpoint), to be
         logged with the run; default none."""
         return {}

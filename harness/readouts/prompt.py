@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 from PIL import Image
 
 from ..models.api import APIModel
-from ..models.base import Generation
+from ..models.base import Generation, Generator
 from ..stimuli.base import Stimulus, StimulusSet, png_bytes
 from .base import Readout, Response
 from .parse import Parsed, api_error_status, null, parse_integer, parse_label, parse_number
@@ -51,13 +51,10 @@ def human_facing(image: Image.Image) -> Image.Image:
     return image
 
 
-def generate_all(model, images: Sequence[Image.Image | None], prompts: list[str],
-                 settings: dict[str, Any]) -> list:
-    """Batched or concurrent generation where the adapter offers it, else one call per item."""
-    many = getattr(model, "generate_many", None)
-    if many is not None:
-        return many(images, prompts, settings)
-    return [model.generate(im, p, settings) for im, p in zip(images, prompts)]
+def generate_all(model: Generator, images: Sequence[Image.Image | None], prompts: list[str],
+                 settings: dict[str, Any]) -> list[Generation]:
+    """Batched or concurrent where the adapter does so (the contract's default: one call per item)."""
+    return model.generate_many(images, prompts, settings)
 
 
 def request_preflight(model: Any, settings: dict[str, Any]) -> dict[str, Any]:
@@ -145,7 +142,7 @@ class PromptReadout(Readout):
         generations = generate_all(model, images, prompts, self.generation_settings(rep))
         out = []
         for gen, (_, presentation) in zip(generations, shown):
-            extras = dict(presentation)
+            extras = {**presentation, **gen.extras}
             parsed = generation_record(gen, extras, self.parse)
             if parsed.ok:
                 parsed = self.record(parsed, extras)

@@ -209,7 +209,16 @@ def score_classification_vs_observers(records: list[dict], stimset: StimulusSet,
     m = np.array([r["response"] == test[i].ground_truth for r, i in zip(ok, items)], float)
     match = np.array([r == test[i].human_target for r, i in zip(response, items)], float)
     observer_correct = np.asarray(panel.correct, float)
-    p = panel.p
+    # An observer's own decisions (source: decisions) are compared with the panel without them:
+    # with them, kappa compares the observer partly with itself and is inflated.
+    own = {(r.get("extras") or {}).get("observer") for r in records} & set(panel.observers)
+    panel_note = ""
+    if own:
+        keep = [j for j, o in enumerate(panel.observers) if o not in own]
+        observer_correct = observer_correct[keep]
+        panel_note = (f"; leave-one-out: observer {', '.join(sorted(own))}'s own decisions vs the "
+                      f"other {len(keep)} observers")
+    p = observer_correct.mean(axis=0)
     n = len(ok)
     v = nulls / len(records) if records else 0.0
     version = stimset.version
@@ -276,11 +285,11 @@ def score_classification_vs_observers(records: list[dict], stimset: StimulusSet,
             "constant answer vs the modal answers; ceiling: human_loo_modal_agreement",
             floor=best_constant(modal), ceiling=b_ceiling,
             extra={"B_full_low": lo, "B_full_high": hi, "null_fraction": v}),
-        rec("kappa", kap, f"aggregate error consistency vs panel p_i; {kboot}",
+        rec("kappa", kap, f"aggregate error consistency vs panel p_i; {kboot}" + panel_note,
             floor=0.0, ceiling=ceil_pair[0],
             extra={"ceiling_ci": [ceil_pair[1], ceil_pair[2]], "ceiling_loo": ceil_loo[0],
                    **two(kap_two)}),
-        rec("kappa_pairwise", kap_pw, f"mean over observers of kappa(m, h_j); {kboot}",
+        rec("kappa_pairwise", kap_pw, f"mean over observers of kappa(m, h_j); {kboot}" + panel_note,
             floor=0.0, ceiling=ceil_pair[0], extra=two(kap_pw_two)),
         human("human_kappa_pairwise", ceil_pair,
               f"mean kappa over {len(pairwise)} observer pairs, na counted incorrect; {kboot}; "

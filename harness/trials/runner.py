@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..models.base import ModelSpec, fingerprint_hash
+import numpy as np
+from PIL import Image
+
+from ..models.base import Generation, ModelAdapter, ModelSpec, fingerprint_hash
 from ..readouts.base import Response
 from ..readouts.registry import get_readout
 from ..stimuli.base import StimulusSet
@@ -55,33 +59,41 @@ def _respond(readout: Any, adapter: CountingAdapter, batch: list[Any]) -> list[R
 
 
 class CountingAdapter:
-    """Wraps an adapter, counting capability calls, loading weights only on first use."""
+    """Wraps an adapter, counting capability calls, placing it on its device before the first.
 
-    CALLS = ("embed", "generate", "generate_many", "predict")
+    Anything else a readout asks of its model (a regressor's ``fit``) goes to the adapter itself."""
 
-    def __init__(self, adapter, device: str):
+    def __init__(self, adapter: ModelAdapter, device: str):
         self.adapter = adapter
         self.device = device
         self.calls = 0
         self._placed = False
 
-    def __getattr__(self, name):
-        attr = getattr(self.adapter, name)
-        if name in self.CALLS:
-            if not self._placed:
-                if hasattr(self.adapter, "to"):
-                    self.adapter.to(self.device)
-                self._placed = True
+    def _call(self, method: Callable[..., Any], *args: Any) -> Any:
+        if not self._placed:
+            self.adapter.to(self.device)
+            self._placed = True
+        self.calls += 1
+        try:
+            return method(*args)
+        except Exception as e:  # recorded per trial by _respond, never a crash of the battery
+            raise AdapterCallError(type(e).__name__) from e
 
-            def counted(*args, **kwargs):
-                self.calls += 1
-                try:
-                    return attr(*args, **kwargs)
-                except Exception as e:
-                    raise AdapterCallError(type(e).__name__) from e
+    def embed(self, images: list[Image.Image]) -> np.ndarray:
+        return self._call(self.adapter.embed, images)
 
-            return counted
-        return attr
+    def predict(self, images: list[Image.Image]) -> np.ndarray:
+        return self._call(self.adapter.predict, images)
+
+    def generate(self, image: Image.Image, prompt: str, settings: dict[str, Any]) -> Generation:
+        return self._call(self.adapter.generate, image, prompt, settings)
+
+    def generate_many(self, images: list[Image.Image], prompts: list[str],
+                      settings: dict[str, Any]) -> list[Generation]:
+        return self._call(self.adapter.generate_many, images, prompts, settings)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.adapter, name)
 
 
 @dataclass
@@ -104,8 +116,7 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
     readout_cls = get_readout(readout_name)
     readout = readout_cls(stimset, **readout_options)
     readout.dist = dist
-    # a readout may multiply repetitions (every montage permutation x n_reps)
-    n_reps = int(getattr(readout, "n_reps", readout_options.get("n_reps", 1)))
+    n_reps = readout.n_reps  # a readout may multiply repetitions (every montage permutation x n_reps)
     settings = readout.settings
     fp = fingerprint_hash(adapter.fingerprint)
     prompt_hash = stimset.prompt.hash if (stimset.prompt and readout.uses_prompt) else None

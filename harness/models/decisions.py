@@ -1,0 +1,150 @@
+"""``source: decisions``: published trial-by-trial decisions answer as a model.
+
+A network (or an observer) whose decisions on a stimulus set were published is scored like any
+model: shown a stimulus image, it answers with the decision recorded for that image, so the
+readout, records, scores and MLflow run are those of a live model.
+
+- ``name``: a CSV file or glob, either a path or ``<release>:<glob of declared files>`` (then read
+  from the data root or mirror, ``$GESTALT_DATA`` / ``$GESTALT_MIRROR``, each file's sha256
+  checked). Every row of every file must be the same subject (one model is one subject).
+- ``options.images``: the folder (path or ``<release>:<prefix>``) of the images the decisions are
+  about; an image shown to the model is matched to a file by its pixels, and a file to a row by
+  its name (``airplane1.png`` answers rows whose image column ends in ``_airplane1.png``, the
+  model-vs-human convention, or equals ``airplane1.png``).
+- ``options.columns``: the column map for other schemas; default model-vs-human's
+  ``{subject: subj, image: imagename, decision: object_response}``.
+
+Each answer carries ``extras.observer`` = the file's subject id, so a scorer can tell a human
+observer's own file from a network's (it then compares it with the panel without that observer).
+"""
+
+from __future__ import annotations
+
+import csv
+import fnmatch
+import glob
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from ..sources import DataError, Sources
+from ..sources.store import file_sha256, get_release
+from .base import Generation, ModelAdapter, ModelError, ModelSpec
+
+COLUMNS = {"subject": "subj", "image": "imagename", "decision": "object_response"}
+OPTIONS = {"images", "columns", "generation"}
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff"}
+NO_DECISION = "no_decision"  # Generation.error code for an image the files do not cover
+
+
+def pixel_key(image: Image.Image) -> str:
+    """An image's identity as shown: its RGB pixels and size (not its file bytes)."""
+    rgb = image.convert("RGB")
+    return hashlib.sha256(f"{rgb.size}".encode() + rgb.tobytes()).hexdigest()
+
+
+def image_name(value: str) -> str:
+    """The stimulus file name a row refers to: ``0001_sif_dnn_0_airplane_00_airplane1.png`` ->
+    ``airplane1.png``."""
+    return Path(value).name.rsplit("_", 1)[-1]
+
+
+class DecisionsModel(ModelAdapter):
+    capabilities = frozenset({"generate"})
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__(spec)
+        unknown = set(spec.options) - OPTIONS
+        if unknown:
+            raise ModelError(f"model {spec.id!r}: unknown decisions option(s) {sorted(unknown)}; "
+                             f"known: {sorted(OPTIONS)}")
+        if "images" not in spec.options:
+            raise ModelError(f"model {spec.id!r}: decisions need options.images (the stimulus folder)")
+        columns = spec.options.get("columns", {})
+        if not isinstance(columns, dict) or set(columns) - set(COLUMNS):
+            raise ModelError(f"model {spec.id!r}: options.columns maps {sorted(COLUMNS)} to column names")
+        self.columns = {**COLUMNS, **columns}
+        self._decisions: dict[str, str] | None = None  # image file name -> decision
+        self._by_pixels: dict[str, str] = {}  # pixel key -> image file name
+        self.subject = ""
+        self._files: dict[str, str] = {}  # decision file -> sha256
+
+    # -- files ---------------------------------------------------------------------------------
+    def _resolve(self, pattern: str, what: str) -> list[Path]:
+        release, sep, rel = pattern.partition(":")
+        if sep and not Path(pattern).exists():
+            try:
+                declared = get_release(release).files
+                names = sorted(f for f in declared
+                               if fnmatch.fnmatch(f, rel) or f.startswith(rel.rstrip("/") + "/"))
+                paths = [Sources().path(release, f) for f in names]
+            except DataError as e:
+                raise ModelError(f"model {self.spec.id!r}: {what} {pattern!r}: {e}") from None
+        else:
+            root = Path(pattern)
+            paths = ([p for p in sorted(root.rglob("*")) if p.is_file()] if root.is_dir()
+                     else [Path(p) for p in sorted(glob.glob(pattern))])
+        if not paths:
+            raise ModelError(f"model {self.spec.id!r}: {what} {pattern!r} matches no file")
+        return paths
+
+    def _read(self) -> dict[str, str]:
+        if self._decisions is not None:
+            return self._decisions
+        s, c = self.spec, self.columns
+        rows: list[tuple[Path, dict[str, str]]] = []
+        for path in self._resolve(s.name, "decisions"):
+            with open(path, newline="") as f:
+                reader = csv.DictReader(f)
+                missing = set(c.values()) - set(reader.fieldnames or ())
+                if missing:
+                    raise ModelError(f"model {s.id!r}: {path}: no column(s) {sorted(missing)} "
+                                     f"(map them with options.columns)")
+                rows += [(path, row) for row in reader]
+            self._files[str(path)] = file_sha256(path)
+        subjects = {row[c["subject"]] for _, row in rows}
+        if len(subjects) != 1:
+            raise ModelError(f"model {s.id!r}: {s.name!r} holds {len(subjects)} subjects "
+                             f"({', '.join(sorted(subjects))}); one model is one subject's file(s)")
+        decisions: dict[str, str] = {}
+        for path, row in rows:
+            name = image_name(row[c["image"]])
+            if decisions.setdefault(name, row[c["decision"]]) != row[c["decision"]]:
+                raise ModelError(f"model {s.id!r}: {path}: two decisions for image {name}")
+        self.subject = subjects.pop()
+        images = [p for p in self._resolve(s.options["images"], "images") if p.suffix.lower() in IMAGE_SUFFIXES]
+        for p in images:
+            with Image.open(p) as im:
+                self._by_pixels[pixel_key(im)] = p.name
+        covered = set(decisions) & {p.name for p in images}
+        if not covered:
+            raise ModelError(f"model {s.id!r}: no decision names an image under {s.options['images']!r}")
+        self._decisions = decisions
+        return decisions
+
+    # -- the contract ----------------------------------------------------------------------------
+    def check(self) -> None:
+        self._read()
+
+    @property
+    def fingerprint(self) -> dict[str, Any]:
+        self._read()
+        matching = "".join(sorted(f"{k}={v}\n" for k, v in self._by_pixels.items()))
+        return {"source": "decisions", "files_sha256": sorted(self._files.values()),
+                "columns": self.columns, "images_sha256": hashlib.sha256(matching.encode()).hexdigest()}
+
+    @property
+    def model_version(self) -> str:
+        self._read()
+        files = hashlib.sha256("".join(sorted(self._files.values())).encode()).hexdigest()
+        return f"decisions:{self.subject}#{files[:12]}"
+
+    def generate(self, image: Image.Image, prompt: str, settings: dict[str, Any]) -> Generation:
+        decisions = self._read()
+        name = self._by_pixels.get(pixel_key(image))
+        if name is None or name not in decisions:
+            return Generation(text=None, error=f"{NO_DECISION}: no recorded decision for this image",
+                              extras={"observer": self.subject})
+        return Generation(text=decisions[name], extras={"observer": self.subject})
