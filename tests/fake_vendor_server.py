@@ -260,7 +260,14 @@ class FakeVendorServer:
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout test)
         finally:
-            with self._lock:
+            self._done(h)
+
+    def _done(self, h: BaseHTTPRequestHandler) -> None:
+        """The request leaves the in-flight count once, before its answer is written: after the write
+        the client may already have sent its next request, which would otherwise count twice."""
+        with self._lock:
+            if not getattr(h, "counted_done", False):
+                h.counted_done = True
                 self.in_flight -= 1
 
     def _respond(self, h: BaseHTTPRequestHandler, action) -> None:
@@ -305,8 +312,8 @@ class FakeVendorServer:
     def _send(self, h, code: int, payload: dict, headers: dict | None = None) -> None:
         self._send_raw(h, code, json.dumps(payload).encode(), headers)
 
-    @staticmethod
-    def _send_raw(h, code: int, data: bytes, headers: dict | None = None) -> None:
+    def _send_raw(self, h, code: int, data: bytes, headers: dict | None = None) -> None:
+        self._done(h)
         h.send_response(code)
         h.send_header("content-type", "application/json")
         h.send_header("content-length", str(len(data)))
