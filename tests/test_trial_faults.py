@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import ClassVar
 
-from harness.models.base import Generation, ModelSpec
+from harness.models.base import Generation, ModelAdapter, ModelSpec
 from harness.readouts.prompt import PromptChoice
 from harness.sources import Sources
 from harness.stimuli.base import png_bytes
@@ -18,7 +18,7 @@ from tests.conftest import MIRROR
 TASK = "similarity.chart.mark_color"
 
 
-class Flaky:
+class Flaky(ModelAdapter):
     """Answers "3" (which the patched readout cannot record) for one stimulus, raises for another."""
 
     capabilities = frozenset({"generate"})
@@ -26,8 +26,8 @@ class Flaky:
     model_version = "flaky/1"
 
     def __init__(self, raises_on: bytes, odd_on: bytes):
+        super().__init__(ModelSpec(id="flaky", source="test", name="flaky"))
         self.raises_on, self.odd_on = raises_on, odd_on
-        self.spec = ModelSpec(id="flaky", source="test", name="flaky")
 
     def generate(self, image, prompt, settings):
         shown = png_bytes(image)
