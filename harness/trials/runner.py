@@ -21,7 +21,8 @@ from .records import RecordStore, cache_key, make_record, trial_id
 
 
 class CountingAdapter:
-    """Wraps an adapter, counting capability calls, loading weights only on first use."""
+    """Wraps an adapter, counting model calls (one per request: ``generate_many`` of n images is n
+    requests), loading weights only on first use."""
 
     CALLS = ("embed", "generate", "generate_many", "predict")
 
@@ -40,7 +41,7 @@ class CountingAdapter:
                 self._placed = True
 
             def counted(*args, **kwargs):
-                self.calls += 1
+                self.calls += len(args[0]) if name == "generate_many" and args else 1
                 return attr(*args, **kwargs)
 
             return counted
