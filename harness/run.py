@@ -28,8 +28,15 @@ from .scores.tasks import get_scorer
 from .sources import Sources
 from .stimuli.base import StimulusSet
 from .stimuli.registry import TaskSpec, expand, get_task
-from .tracking.mlflow_run import (BATTERY_KEY, BatteryRun, Prior, find_battery, logged_intervals, open_store,
-                                  tracking_uri)
+from .tracking.mlflow_run import (
+    BATTERY_KEY,
+    BatteryRun,
+    Prior,
+    find_battery,
+    logged_intervals,
+    open_store,
+    tracking_uri,
+)
 from .trials.distributed import Dist, Interrupted, file_lock, interrupts_as_exceptions
 from .trials.records import RecordStore, per_stimulus
 from .trials.runner import CountingAdapter, run_task
@@ -231,14 +238,14 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
             ctx = (BatteryRun(uri=uri, experiment=recipe.tracking.experiment, run_name=spec.id, tags=tags,
                               resume=prior.run_id) if track else contextlib.nullcontext())
             with ctx as run:
-                local_id = run.run_id if track else f"{recipe.name}-{spec.id}-{time.strftime('%Y%m%d-%H%M%S')}"
+                local_id = run.run_id if run is not None else f"{recipe.name}-{spec.id}-{time.strftime('%Y%m%d-%H%M%S')}"
                 run_id = dist.gather([local_id])[0]
                 result = _battery_trials(recipe, p, stimsets, dist, adapter, stores, run, run_id, echo)
                 if result.failed:
                     echo(f"{spec.id}: {result.failed}; run {run_id} marked FAILED")
-                    if track:
+                    if run is not None:
                         run.fail(result.failed)
-                elif track:
+                elif run is not None:
                     run.finish(_records_digest(stores))
             return result
     except KeyboardInterrupt as e:

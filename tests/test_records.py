@@ -70,7 +70,11 @@ def test_a_line_that_is_not_a_record_is_quarantined_not_a_traceback(tmp_path, ba
     a, b = good(), other(7)
     path.write_bytes(json.dumps(a).encode() + b"\n" + bad + b"\n" + json.dumps(b).encode() + b"\n")
     store = RecordStore(path)
-    assert [r["trial_id"] for r in store.read()] == [a["trial_id"], b["trial_id"]]
+    with caplog.at_level("WARNING", logger="harness"):
+        assert [r["trial_id"] for r in store.read()] == [a["trial_id"], b["trial_id"]]
+    assert [r.getMessage() for r in caplog.records] == [caplog.records[0].getMessage()]
+    assert "skipped 1 line(s)" in caplog.records[0].getMessage()
+    caplog.clear()
     with caplog.at_level("WARNING", logger="harness"):
         done = store.completed({a["trial_id"]: a["cache_key"], b["trial_id"]: b["cache_key"]})
     assert set(done) == {a["trial_id"], b["trial_id"]}  # nothing valid lost

@@ -74,7 +74,7 @@ def test_killed_run_is_continued_not_duplicated(tmp_path):
         proc.communicate()
         (killed,) = life.runs(tmp_path)
         assert killed.info.status == "RUNNING"  # what SIGKILL leaves
-        code, out, err = life.cli(path)
+        code, _, err = life.cli(path)
     assert code == 0, err[-2000:]
     (run,) = life.runs(tmp_path)
     assert run.info.run_id == killed.info.run_id and run.info.status == "FINISHED"

@@ -127,13 +127,12 @@ def find_battery(experiment_id: str, model_id: str, battery_key: str, records_di
 def logged_intervals(run_id: str) -> dict[str, Any]:
     """intervals.json of a finished run (the scores an up-to-date rerun reports), read in place
     from a local store (MLflow's download would draw a progress bar)."""
-    from mlflow import MlflowClient
-    from mlflow.artifacts import load_dict
+    import mlflow
 
-    uri = MlflowClient().get_run(run_id).info.artifact_uri
+    uri = mlflow.MlflowClient().get_run(run_id).info.artifact_uri
     if uri.startswith("file:"):
         return json.loads((Path(url2pathname(urlparse(uri).path)) / "intervals.json").read_text())
-    return load_dict(f"{uri}/intervals.json")
+    return mlflow.artifacts.load_dict(f"{uri}/intervals.json")
 
 
 class BatteryRun:
@@ -152,9 +151,9 @@ class BatteryRun:
         self.tags = {**tags, **_owner_tags()}
         self.resume = resume
         self.outcome: str | None = None
-        self.run = None
+        self.run: Any = None  # mlflow.ActiveRun once entered
 
-    def __enter__(self) -> "BatteryRun":
+    def __enter__(self) -> BatteryRun:
         if self.resume:
             self.run = self.mlflow.start_run(run_id=self.resume)
             self.mlflow.set_tags(self.tags)

@@ -14,8 +14,9 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 
 class Interrupted(KeyboardInterrupt):

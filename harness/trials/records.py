@@ -14,11 +14,12 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .. import __version__
 from ..errors import GestaltError
@@ -201,7 +202,11 @@ class RecordStore:
 
     def read(self) -> list[dict]:
         """The valid records, each once, in file order (bad lines are left for ``repair``)."""
-        return self._scan().records
+        scan = self._scan()
+        if scan.rejected:
+            log.warning("%s: skipped %d line(s) that are not a valid record (line %s: %s)", self.path,
+                        len(scan.rejected), scan.rejected[0]["line"], scan.rejected[0]["reason"])
+        return scan.records
 
     def repair(self) -> list[dict]:
         """Cut a torn tail, drop duplicates, quarantine lines that are not records; the valid
