@@ -84,8 +84,9 @@ class CLI:
         self.data = Data()
         self.models = Models()
 
-    def recipe(self, path: str, dry_run: bool = False, **overrides):
-        """Run a recipe (models x tasks). Override any key with --section.key=value; --dry-run prints the plan."""
+    def recipe(self, path: str, dry_run: bool = False, new_run: bool = False, **overrides):
+        """Run a recipe (models x tasks). Override any key with --section.key=value; --dry-run prints the plan;
+        --new-run logs a new MLflow run even when the battery's run is up to date."""
         from .recipes import load_recipe
 
         recipe = load_recipe(path, overrides)
@@ -109,12 +110,16 @@ class CLI:
             return None
         from .run import run_recipe, summary_table
 
-        results = run_recipe(recipe)
+        results = run_recipe(recipe, new_run=new_run)
         if int(os.environ.get("RANK", "0")) == 0:
             print(summary_table(results))
             calls = sum(r.model_calls for r in results)
             new = sum(r.new_trials for r in results)
             print(f"{new} new trials, {calls} model calls; records under {recipe.out_dir}")
+        failed = [f"{r.model_id}: {r.failed}" for r in results if r.failed]
+        if failed:
+            print(f"gestalt: error: run(s) marked FAILED: {'; '.join(failed)}", file=sys.stderr)
+            raise SystemExit(1)
         return None
 
     def tasks(self):
@@ -215,6 +220,11 @@ def main(argv: list[str] | None = None) -> None:
     except GestaltError as e:
         print(f"gestalt: error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: one line, not a traceback
+        from .trials.distributed import Interrupted
+
+        print(f"gestalt: {e if isinstance(e, Interrupted) else 'interrupted (Ctrl-C)'}", file=sys.stderr)
+        raise SystemExit(e.exit_code if isinstance(e, Interrupted) else 130) from None
 
 
 if __name__ == "__main__":

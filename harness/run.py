@@ -9,23 +9,35 @@ file or an unknown model stops here with one line naming the culprit and no MLfl
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import inspect
+import json
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import __version__
 from .errors import GestaltError
-from .models.base import CAPABILITIES, ModelAdapter, ModelSpec
+from .models.base import CAPABILITIES, ModelAdapter, ModelSpec, fingerprint_hash
 from .models.registry import make_adapter
 from .recipes import Recipe
 from .reports.figures import battery_figures, close
+from .scores.record import Score
 from .scores.tasks import get_scorer
 from .sources import Sources
 from .stimuli.base import StimulusSet
 from .stimuli.registry import TaskSpec, expand, get_task
-from .tracking.mlflow_run import BatteryRun, tracking_uri
-from .trials.distributed import Dist
+from .tracking.mlflow_run import (
+    BATTERY_KEY,
+    BatteryRun,
+    Prior,
+    find_battery,
+    logged_intervals,
+    open_store,
+    tracking_uri,
+)
+from .trials.distributed import Dist, Interrupted, file_lock, interrupts_as_exceptions
 from .trials.records import RecordStore, per_stimulus
 from .trials.runner import CountingAdapter, run_task
 
@@ -50,6 +62,8 @@ class BatteryResult:
     unavailable: dict[str, str] = field(default_factory=dict)
     model_calls: int = 0
     new_trials: int = 0
+    up_to_date: bool = False  # nothing changed since run_id finished: no run made, nothing computed
+    failed: str | None = None  # why the battery's run ended FAILED (every trial null)
 
 
 def model_specs(recipe: Recipe) -> list[ModelSpec]:
@@ -152,76 +166,161 @@ def _call_scorer(fn: Callable, records, stimset, recipe: Recipe):
     return fn(records, stimset, **kwargs)
 
 
-def run_recipe(recipe: Recipe, *, echo: Callable[[str], None] = print) -> list[BatteryResult]:
+def run_recipe(recipe: Recipe, *, echo: Callable[[str], None] = print,
+               new_run: bool = False) -> list[BatteryResult]:
     planned, stimsets, _ = preflight(recipe)
     dist = Dist()
     results = []
     try:
-        for p in planned:
-            results.append(_run_battery(recipe, p, stimsets, dist, echo))
+        with interrupts_as_exceptions():
+            for p in planned:
+                results.append(_run_battery(recipe, p, stimsets, dist, echo, new_run=new_run))
     finally:
         dist.close()
     return results
 
 
+def battery_key(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], fingerprint: str) -> str:
+    """Everything that decides a battery's trials and scores: the model entry and weights'
+    fingerprint, each task's readout, options and stimulus-set hash, seeds, bootstrap, harness
+    version. Equal keys and equal record files mean a rerun would reproduce the logged run."""
+    entry = next(m for m in recipe.models if m.id == p.model.id)
+    payload = {
+        "harness": __version__, "recipe": recipe.name, "seed": recipe.seed, "model": entry.model_dump(mode="json"),
+        "fingerprint": fingerprint, "bootstrap": recipe.bootstrap.model_dump(mode="json"),
+        "tags": recipe.tracking.tags,
+        "tasks": [[t.task_id, r, readout_options(recipe, p.model, t), recipe.task_options.get(t.task_id, {}),
+                   stimsets[t.task_id].unavailable or stimsets[t.task_id].sha256] for t, r in p.tasks],
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _records_digest(stores: dict[str, RecordStore]) -> str:
+    return hashlib.sha256("".join(f"{t}:{s.digest()}\n" for t, s in sorted(stores.items())).encode()).hexdigest()
+
+
+def _logged_result(model_id: str, run_id: str) -> BatteryResult:
+    """The scores of an up-to-date battery, as its run logged them (nothing recomputed)."""
+    result = BatteryResult(model_id, run_id, up_to_date=True)
+    for task_id, entry in logged_intervals(run_id).items():
+        if "unavailable" in entry:
+            result.unavailable[task_id] = entry["unavailable"]
+        else:
+            result.scores[task_id] = [Score(**{k: v for k, v in s.items() if k != "null_rate"})
+                                      for s in entry["scores"]]
+    return result
+
+
+def _all_null(records: list[dict]) -> str | None:
+    """'every trial null (reasons)' when no trial of the battery has an answer (dead key, outage)."""
+    if not records or any(r["parse_status"] == "ok" for r in records):
+        return None
+    reasons = Counter(r["parse_status"] for r in records).most_common(3)
+    return f"every one of {len(records)} trials null ({', '.join(f'{k} x{n}' for k, n in reasons)})"
+
+
 def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], dist: Dist,
-                 echo: Callable[[str], None]) -> BatteryResult:
+                 echo: Callable[[str], None], new_run: bool = False) -> BatteryResult:
+    """One battery under its folder's lock: a second process on the same output folder waits,
+    then finds the trials done (each computed and written once) and the run up to date."""
     spec = p.model
     adapter = CountingAdapter(p.adapter, dist.device)
-    track = recipe.tracking.enabled and dist.is_main
-    tags = {"gestalt.model": spec.id, "gestalt.recipe": recipe.name,
-            "gestalt.recipe_sha256": recipe.sha256, "gestalt.family": spec.family, **recipe.tracking.tags}
-    ctx = (BatteryRun(uri=tracking_uri(recipe.tracking.uri), experiment=recipe.tracking.experiment,
-                      run_name=spec.id, tags=tags) if track else contextlib.nullcontext())
-    with ctx as run:
-        local_id = run.run_id if track else f"{recipe.name}-{spec.id}-{time.strftime('%Y%m%d-%H%M%S')}"
-        run_id = dist.gather([local_id])[0]
-        result = BatteryResult(spec.id, run_id)
-        if track:
-            run.log_params({
-                "model": spec.id, "model_ref": spec.ref, "weights": spec.weights,
-                "weights_revision": spec.revision, "model_version": adapter.model_version,
-                "model_family": spec.family, "dtype": spec.dtype, "batch_size": spec.batch_size,
-                "readouts": ",".join(f"{t.task_id}={r}" for t, r in p.tasks),
-                "seed": recipe.seed, "bootstrap_seed": recipe.bootstrap.seed,
-                "n_boot": recipe.bootstrap.n_boot, "n_boot_kappa": recipe.bootstrap.n_boot_kappa,
-                "processes": dist.world, "harness_version": __version__, "recipe": recipe.name,
-                "trust_remote_code": spec.trust_remote_code,
-                **({"settings_dropped": p.settings_dropped} if p.settings_dropped else {}),
-            })
-        intervals: dict[str, Any] = {}
-        for task, readout in p.tasks:
-            stimset = stimsets[task.task_id]
-            store = RecordStore(recipe.out_dir / spec.id / "records" / f"{task.task_id}.jsonl")
-            tr = run_task(task, stimset, spec, adapter, store, readout_name=readout,
-                          readout_options=readout_options(recipe, spec, task), seed=recipe.seed,
-                          run_id=run_id, dist=dist, progress=recipe.runtime.progress)
-            result.model_calls += tr.model_calls
-            result.new_trials += tr.new_trials
-            if tr.unavailable:
-                result.unavailable[task.task_id] = tr.unavailable
-                intervals[task.task_id] = {"unavailable": tr.unavailable}
-                echo(f"{spec.id} {task.task_id}: unavailable: {tr.unavailable}")
-                continue
-            if not dist.is_main:
-                continue
-            scored = tr.records if task.all_reps else per_stimulus(tr.records)
-            scores = _call_scorer(get_scorer(task.scoring), scored, stimset, recipe)
-            result.scores[task.task_id] = scores
-            intervals[task.task_id] = {"version": stimset.version, "readout": readout,
-                                       "stimulus_set_sha256": stimset.sha256,
-                                       "scores": [s.to_dict() for s in scores]}
+    folder = recipe.out_dir / spec.id
+    stores = {t.task_id: RecordStore(folder / "records" / f"{t.task_id}.jsonl") for t, _ in p.tasks}
+    run_id: str | None = None
+    try:
+        with file_lock(folder / ".battery.lock") if dist.is_main else contextlib.nullcontext():
+            track = recipe.tracking.enabled and dist.is_main
+            uri = tracking_uri(recipe.tracking.uri)
+            key = battery_key(recipe, p, stimsets, fingerprint_hash(adapter.fingerprint))
+            prior = Prior()
             if track:
-                history = p.adapter.history
-                if history or tr.artifacts:
-                    run.log_training(task.task_id, list(history), tr.artifacts)
-                figs = battery_figures(task.task_id, tr.records, scores, stimset, spec.id)
-                run.log_task(task.task_id, scores, tr.records,
-                             {f"{task.task_id}/model_calls": float(tr.model_calls)}, figs, store.path)
-                close(figs)
+                prior = find_battery(open_store(uri, recipe.tracking.experiment), spec.id, key,
+                                     _records_digest(stores), new_run=new_run)
+                for closed in prior.closed:
+                    echo(f"{spec.id}: run {closed} was abandoned by a killed process; marked FAILED")
+            up_to_date = dist.gather([prior.run_id if prior.up_to_date else None])[0]
+            if up_to_date:
+                echo(f"{spec.id}: up to date: run {up_to_date}")
+                return _logged_result(spec.id, up_to_date) if dist.is_main else BatteryResult(spec.id, up_to_date)
+            if prior.run_id:
+                echo(f"{spec.id}: continuing run {prior.run_id}")
+            tags = {"gestalt.model": spec.id, "gestalt.recipe": recipe.name, "gestalt.recipe_sha256": recipe.sha256,
+                    "gestalt.family": spec.family, BATTERY_KEY: key, **recipe.tracking.tags}
+            ctx = (BatteryRun(uri=uri, experiment=recipe.tracking.experiment, run_name=spec.id, tags=tags,
+                              resume=prior.run_id) if track else contextlib.nullcontext())
+            with ctx as run:
+                local_id = run.run_id if run is not None else f"{recipe.name}-{spec.id}-{time.strftime('%Y%m%d-%H%M%S')}"
+                run_id = dist.gather([local_id])[0]
+                result = _battery_trials(recipe, p, stimsets, dist, adapter, stores, run, run_id, echo)
+                if result.failed:
+                    echo(f"{spec.id}: {result.failed}; run {run_id} marked FAILED")
+                    if run is not None:
+                        run.fail(result.failed)
+                elif run is not None:
+                    run.finish(_records_digest(stores))
+            return result
+    except KeyboardInterrupt as e:
+        what = str(e) or "interrupted (Ctrl-C)"
+        where = f"run {run_id} of {spec.id} marked FAILED" if run_id else f"{spec.id} not started"
+        raise Interrupted(f"{what}: {where}; records so far are kept, run the recipe again to resume",
+                          exit_code=e.exit_code if isinstance(e, Interrupted) else 130) from None
+
+
+def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], dist: Dist,
+                    adapter: CountingAdapter, stores: dict[str, RecordStore], run: Any,
+                    run_id: str, echo: Callable[[str], None]) -> BatteryResult:
+    spec = p.model
+    track = run is not None
+    result = BatteryResult(spec.id, run_id)
+    if track:
+        run.log_params({
+            "model": spec.id, "model_ref": spec.ref, "weights": spec.weights,
+            "weights_revision": spec.revision, "model_version": adapter.model_version,
+            "model_family": spec.family, "dtype": spec.dtype, "batch_size": spec.batch_size,
+            "readouts": ",".join(f"{t.task_id}={r}" for t, r in p.tasks),
+            "seed": recipe.seed, "bootstrap_seed": recipe.bootstrap.seed,
+            "n_boot": recipe.bootstrap.n_boot, "n_boot_kappa": recipe.bootstrap.n_boot_kappa,
+            "processes": dist.world, "harness_version": __version__, "recipe": recipe.name,
+            "trust_remote_code": spec.trust_remote_code,
+            **({"settings_dropped": p.settings_dropped} if p.settings_dropped else {}),
+        })
+    intervals: dict[str, Any] = {}
+    answered: list[dict] = []
+    for task, readout in p.tasks:
+        stimset = stimsets[task.task_id]
+        store = stores[task.task_id]
+        tr = run_task(task, stimset, spec, adapter, store, readout_name=readout,
+                      readout_options=readout_options(recipe, spec, task), seed=recipe.seed,
+                      run_id=run_id, dist=dist, progress=recipe.runtime.progress)
+        result.model_calls += tr.model_calls
+        result.new_trials += tr.new_trials
+        if tr.unavailable:
+            result.unavailable[task.task_id] = tr.unavailable
+            intervals[task.task_id] = {"unavailable": tr.unavailable}
+            echo(f"{spec.id} {task.task_id}: unavailable: {tr.unavailable}")
+            continue
+        answered += tr.records
+        if not dist.is_main:
+            continue
+        scored = tr.records if task.all_reps else per_stimulus(tr.records)
+        scores = _call_scorer(get_scorer(task.scoring), scored, stimset, recipe)
+        result.scores[task.task_id] = scores
+        intervals[task.task_id] = {"version": stimset.version, "readout": readout,
+                                   "stimulus_set_sha256": stimset.sha256,
+                                   "scores": [s.to_dict() for s in scores]}
         if track:
-            run.log_battery(intervals=intervals, recipe=recipe.resolved(), recipe_sha256=recipe.sha256,
-                            stimulus_sets={t: s.sha256 for t, s in stimsets.items() if not s.unavailable})
+            history = p.adapter.history
+            if history or tr.artifacts:
+                run.log_training(task.task_id, list(history), tr.artifacts)
+            figs = battery_figures(task.task_id, tr.records, scores, stimset, spec.id)
+            run.log_task(task.task_id, scores, tr.records,
+                         {f"{task.task_id}/model_calls": float(tr.model_calls)}, figs, store.path)
+            close(figs)
+    result.failed = _all_null(answered)
+    if track:
+        run.log_battery(intervals=intervals, recipe=recipe.resolved(), recipe_sha256=recipe.sha256,
+                        stimulus_sets={t: s.sha256 for t, s in stimsets.items() if not s.unavailable})
     return result
 
 

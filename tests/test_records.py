@@ -59,8 +59,63 @@ def test_torn_tail_is_cut_and_stale_records_moved_aside(tmp_path):
     assert json.loads(stale.read_text())["trial_id"] == b["trial_id"]
 
 
-def test_corrupt_line_is_an_error_naming_file_and_line(tmp_path):
-    p = tmp_path / "r.jsonl"
-    p.write_text(json.dumps(good()) + "\nnot json\n")
-    with pytest.raises(RecordError, match=r"r\.jsonl:2"):
-        RecordStore(p).read()
+def other(n: int) -> dict:
+    return good(trial_id=f"closure.nat.silhouette|silh_cat{n}|m|rep0", stimulus_id=f"silh_cat{n}")
+
+
+@pytest.mark.parametrize("bad", [b"[1, 2]", b"null", b"{}", b"42", b"not json",
+                                 b'{"trial_id": "caf\xe9"}', b"\xff\xfe\x00"])
+def test_a_line_that_is_not_a_record_is_quarantined_not_a_traceback(tmp_path, bad, caplog):
+    path = tmp_path / "r.jsonl"
+    a, b = good(), other(7)
+    path.write_bytes(json.dumps(a).encode() + b"\n" + bad + b"\n" + json.dumps(b).encode() + b"\n")
+    store = RecordStore(path)
+    with caplog.at_level("WARNING", logger="harness"):
+        assert [r["trial_id"] for r in store.read()] == [a["trial_id"], b["trial_id"]]
+    assert [r.getMessage() for r in caplog.records] == [caplog.records[0].getMessage()]
+    assert "skipped 1 line(s)" in caplog.records[0].getMessage()
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="harness"):
+        done = store.completed({a["trial_id"]: a["cache_key"], b["trial_id"]: b["cache_key"]})
+    assert set(done) == {a["trial_id"], b["trial_id"]}  # nothing valid lost
+    lines = path.read_bytes().splitlines()
+    assert [json.loads(x)["trial_id"] for x in lines] == [a["trial_id"], b["trial_id"]]
+    rejected = [json.loads(x) for x in store.rejected_path.read_text().splitlines()]
+    assert [r["line"] for r in rejected] == [2]
+    assert rejected[0]["text"].encode("utf-8", "surrogateescape") == bad  # kept byte for byte
+    told = [r.getMessage() for r in caplog.records]
+    assert len(told) == 1 and "r.jsonl" in told[0] and "line 2" in told[0] and "r.rejected" in told[0]
+
+
+def test_duplicates_are_dropped_on_read_and_repaired_in_the_file(tmp_path):
+    store = RecordStore(tmp_path / "r.jsonl")
+    recs = [good(), other(7), other(8)]
+    store.append(recs)
+    store.append(recs)  # what two processes on one folder used to leave
+    assert len(store.path.read_text().splitlines()) == 6
+    assert [r["trial_id"] for r in store.read()] == [r["trial_id"] for r in recs]
+    assert [r["trial_id"] for r in store.repair()] == [r["trial_id"] for r in recs]
+    assert [json.loads(x) for x in store.path.read_text().splitlines()] == recs
+    assert not store.rejected_path.exists()
+
+
+def test_two_processes_appending_at_once_lose_no_line(tmp_path):
+    import multiprocessing as mp
+
+    path = tmp_path / "r.jsonl"
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=_append_many, args=(path, start)) for start in (0, 1000)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    ids = [r["trial_id"] for r in RecordStore(path).repair()]
+    assert len(ids) == 400 and len(set(ids)) == 400
+
+
+def _append_many(path, start):
+    store = RecordStore(path)
+    for i in range(start, start + 200):
+        store.append([other(i)])
+        if i % 50 == 0:
+            store.repair()  # a rewrite while the other process appends

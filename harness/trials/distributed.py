@@ -7,11 +7,59 @@ environment accelerate reads (gloo on CPU, NCCL on GPUs), on 127.0.0.1 only.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import signal
 import socket
 import subprocess
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM; its message is the one line the user sees (no traceback)."""
+
+    def __init__(self, message: str, exit_code: int = 130):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Interrupted("terminated (SIGTERM)", exit_code=143)
+
+
+@contextlib.contextmanager
+def interrupts_as_exceptions() -> Iterator[None]:
+    """SIGTERM raises like Ctrl-C (SIGINT), so ``finally``/``with`` blocks close the MLflow run
+    FAILED instead of the process vanishing with it RUNNING."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread: signals cannot be handled here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def file_lock(path: str | Path) -> Iterator[None]:
+    """An exclusive lock between processes on one machine (flock on a sidecar file).
+
+    The kernel drops it when the holder dies, even by SIGKILL, so a killed run never leaves a
+    folder locked."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 class Dist:
@@ -103,5 +151,14 @@ def launch(n: int, argv: list[str], device: str = "cpu") -> int:
                    LOCAL_RANK=str(rank), WORLD_SIZE=str(n), GESTALT_DEVICE=device,
                    OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
         procs.append(subprocess.Popen([sys.executable, "-m", "harness.cli", *argv], env=env))
-    codes = [p.wait() for p in procs]
+    try:
+        codes = [p.wait() for p in procs]
+    except KeyboardInterrupt:
+        # pass the interrupt on, so each worker marks its run FAILED and says so once
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait()
+        raise
     return next((c for c in codes if c), 0)

@@ -2,24 +2,30 @@
 
 A record file holds each trial of one (model, task) exactly once. Appends are whole lines under
 an exclusive lock, so several worker processes can share one file; a line torn by a SIGKILL is
-cut off on the next open, losing only the trial that was in flight. Records whose cache key no
+cut off on the next open, losing only the trial that was in flight; duplicates are dropped and a
+line that is not a record is quarantined, never a traceback. Records whose cache key no
 longer matches (model, stimulus, prompt, settings or harness changed) are moved aside to
 ``<task>.stale.jsonl`` rather than mixed with fresh ones.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
+import logging
 import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .. import __version__
 from ..errors import GestaltError
+from .distributed import file_lock
+
+log = logging.getLogger("harness")
 
 
 class RecordError(GestaltError, ValueError):
@@ -117,62 +123,140 @@ def make_record(*, task, stimset, stimulus, model_spec, model_version: str, read
     return validate(record)
 
 
+@dataclass
+class _Scan:
+    """What a record file holds: valid records (each (trial, cache key) once), and what is not."""
+
+    records: list[dict] = field(default_factory=list)
+    rejected: list[dict] = field(default_factory=list)  # {"line", "reason", "text"}
+    duplicates: int = 0
+    torn: bool = False
+
+    @property
+    def clean(self) -> bool:
+        return not (self.rejected or self.duplicates or self.torn)
+
+
+def _parse_line(raw: bytes) -> tuple[dict | None, str]:
+    """A record, or None and why the line is not one."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, "not UTF-8"
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        return None, f"not JSON ({e.msg})"
+    if not isinstance(value, dict):
+        return None, f"JSON {type(value).__name__}, not a record object"
+    try:
+        return validate(value), ""
+    except RecordError as e:
+        return None, str(e)
+
+
 class RecordStore:
-    """The JSONL file of one (model, task)."""
+    """The JSONL file of one (model, task).
+
+    Every change (append, repair, moving stale or bad lines aside) holds ``<file>.lock``, so a
+    rewrite can never drop a line another process is appending. Reading tolerates anything:
+    a line that is not a valid record is skipped on read and quarantined on the next repair
+    (moved to ``<task>.rejected`` with its line number), so its trial is computed again.
+    """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
 
-    def repair(self) -> None:
-        """Cut a torn last line (the trial in flight when a process was killed)."""
+    @property
+    def rejected_path(self) -> Path:
+        return self.path.with_suffix(".rejected")
+
+    def _lock(self):
+        return file_lock(self.path.with_name(self.path.name + ".lock"))
+
+    def _scan(self) -> _Scan:
+        scan = _Scan()
         if not self.path.exists():
-            return
-        with open(self.path, "rb+") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            data = f.read()
-            if data and not data.endswith(b"\n"):
-                f.truncate(data.rfind(b"\n") + 1)
+            return scan
+        seen: set[tuple[str, str]] = set()
+        data = self.path.read_bytes()
+        lines = data.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        elif lines:
+            lines.pop()  # torn tail: the trial in flight when a process was killed
+            scan.torn = True
+        for lineno, raw in enumerate(lines, 1):
+            rec, why = _parse_line(raw)
+            if rec is None:
+                scan.rejected.append({"line": lineno, "reason": why,
+                                      "text": raw.decode("utf-8", "surrogateescape")})
+                continue
+            ident = (rec["trial_id"], rec["cache_key"])
+            if ident in seen:
+                scan.duplicates += 1  # e.g. written by two processes before trials were claimed
+                continue
+            seen.add(ident)
+            scan.records.append(rec)
+        return scan
 
     def read(self) -> list[dict]:
-        if not self.path.exists():
-            return []
-        out = []
-        with open(self.path) as f:
-            for lineno, line in enumerate(f, 1):
-                if not line.endswith("\n"):
-                    break  # torn tail, repaired on the next write
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise RecordError(f"{self.path}:{lineno}: not JSON ({e.msg})") from None
-        return out
+        """The valid records, each once, in file order (bad lines are left for ``repair``)."""
+        scan = self._scan()
+        if scan.rejected:
+            log.warning("%s: skipped %d line(s) that are not a valid record (line %s: %s)", self.path,
+                        len(scan.rejected), scan.rejected[0]["line"], scan.rejected[0]["reason"])
+        return scan.records
+
+    def repair(self) -> list[dict]:
+        """Cut a torn tail, drop duplicates, quarantine lines that are not records; the valid
+        records, each once."""
+        with self._lock():
+            scan = self._scan()
+            if not scan.clean:
+                self._quarantine(scan.rejected)
+                self._rewrite(scan.records)
+        return scan.records
+
+    def _quarantine(self, rejected: list[dict]) -> None:
+        if not rejected:
+            return
+        with open(self.rejected_path, "a") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rejected)
+        shown = ", ".join(str(r["line"]) for r in rejected[:5]) + (" ..." if len(rejected) > 5 else "")
+        log.warning("%s: %d line(s) not a valid record (line %s: %s) moved to %s; their trials run again",
+                    self.path, len(rejected), shown, rejected[0]["reason"], self.rejected_path)
 
     def completed(self, expected_keys: dict[str, str]) -> dict[str, dict]:
         """trial_id -> record for trials already done with the expected cache key.
 
-        Records with another key are moved to the stale file so the live file keeps each trial
-        exactly once and only current trials.
+        The file is repaired first; records with another key are moved to the stale file, so the
+        live file keeps each trial exactly once and only current trials.
         """
-        self.repair()
-        done: dict[str, dict] = {}
-        stale: list[dict] = []
-        for rec in self.read():
-            tid = rec.get("trial_id")
-            if expected_keys.get(tid) == rec.get("cache_key") and tid not in done:
-                done[tid] = rec
-            elif tid not in done:
-                stale.append(rec)
-        if stale:
-            stale_path = self.path.with_suffix(".stale.jsonl")
-            with open(stale_path, "a") as f:
-                f.writelines(json.dumps(r, sort_keys=True) + "\n" for r in stale)
-            self._rewrite(done.values())
+        with self._lock():
+            scan = self._scan()
+            done: dict[str, dict] = {}
+            stale: list[dict] = []
+            for rec in scan.records:
+                tid = rec["trial_id"]
+                if expected_keys.get(tid) == rec["cache_key"] and tid not in done:
+                    done[tid] = rec
+                elif tid not in done:
+                    stale.append(rec)
+            if stale:
+                with open(self.path.with_suffix(".stale.jsonl"), "a") as f:
+                    f.writelines(json.dumps(r, sort_keys=True) + "\n" for r in stale)
+            if stale or not scan.clean:
+                self._quarantine(scan.rejected)
+                self._rewrite(done.values())
         return done
 
     def _rewrite(self, records: Iterable[dict]) -> None:
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "w") as f:
             f.writelines(json.dumps(r, sort_keys=True) + "\n" for r in records)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, self.path)
 
     def append(self, records: list[dict]) -> None:
@@ -180,11 +264,16 @@ class RecordStore:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         payload = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
-        with open(self.path, "a") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
+        with self._lock(), open(self.path, "a") as f:
             f.write(payload)
             f.flush()
             os.fsync(f.fileno())
+
+    def digest(self) -> str:
+        """sha256 of the file as it is (empty string's hash when absent): the up-to-date check
+        compares it with the digest logged when the battery finished."""
+        data = self.path.read_bytes() if self.path.exists() else b""
+        return hashlib.sha256(data).hexdigest()
 
 
 def per_stimulus(records: list[dict]) -> list[dict]:

@@ -59,7 +59,8 @@ def _respond(readout: Any, adapter: CountingAdapter, batch: list[Any]) -> list[R
 
 
 class CountingAdapter:
-    """Wraps an adapter, counting capability calls, placing it on its device before the first.
+    """Wraps an adapter, counting model calls (one per request: ``generate_many`` of n images is n
+    requests), placing it on its device before the first.
 
     Anything else a readout asks of its model (a regressor's ``fit``) goes to the adapter itself."""
 
@@ -69,11 +70,11 @@ class CountingAdapter:
         self.calls = 0
         self._placed = False
 
-    def _call(self, method: Callable[..., Any], *args: Any) -> Any:
+    def _call(self, method: Callable[..., Any], *args: Any, requests: int = 1) -> Any:
         if not self._placed:
             self.adapter.to(self.device)
             self._placed = True
-        self.calls += 1
+        self.calls += requests
         try:
             return method(*args)
         except Exception as e:  # recorded per trial by _respond, never a crash of the battery
@@ -90,7 +91,7 @@ class CountingAdapter:
 
     def generate_many(self, images: list[Image.Image], prompts: list[str],
                       settings: dict[str, Any]) -> list[Generation]:
-        return self._call(self.adapter.generate_many, images, prompts, settings)
+        return self._call(self.adapter.generate_many, images, prompts, settings, requests=len(images))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.adapter, name)
