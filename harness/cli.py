@@ -193,6 +193,15 @@ class CLI:
         card = register_scorecard(tracking_uri(uri), run_id, name=name, alias=alias)
         print(f"{card.name} v{card.version} @{card.alias} (LoggedModel {card.model_id}, run {card.run_id})")
 
+    def ui(self, uri: str | None = None, port: int = 5000, experiment: str = "gestalt"):
+        """Browse the runs in the MLflow UI: a one-worker server on 127.0.0.1 for the current store
+        (./mlflow.db, MLFLOW_TRACKING_URI or --uri); prints the runs table's URL. Ctrl-C stops it."""
+        from .tracking.mlflow_run import serve_ui, tracking_uri
+
+        code = serve_ui(tracking_uri(uri), port=port, experiment=experiment)
+        if code:
+            raise SystemExit(code)
+
     def score(self, records: str, seed: int = 0, mirror: str | None = None, root: str | None = None,
               recipe: str | None = None, format: str = "table"):
         """Rescore a records JSONL offline (no model). --format table (default), json or csv."""
