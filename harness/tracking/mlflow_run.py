@@ -91,8 +91,8 @@ def scorecard_markdown(model: str, run_id: str, intervals: dict[str, Any],
                        headline: Callable[[str], bool]) -> str:
     """A registered scorecard version's description: one Markdown table row per headline score
     (MLflow renders it on the version page), values to the precision their interval justifies."""
-    lines = [f"Alignment scorecard of **{model}**, battery run `{run_id}`. Floor: chance or a trivial "
-             "strategy; ceiling: agreement among people. Intervals: 95% bootstrap.", "",
+    lines = [(f"Alignment scorecard of **{model}**, battery run `{run_id}`. Floor: chance or a trivial "
+              "strategy; ceiling: agreement among people. Intervals: 95% bootstrap."), "",
              "| task | score | value | 95% interval | floor | ceiling | n | nulls |",
              "|---|---|---:|---|---:|---:|---:|---:|"]
     for task, entry in intervals.items():
