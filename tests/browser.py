@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -80,6 +81,9 @@ def ui(store: Path, timeout: float = 180) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+    # `gestalt ui` stops the server it started: nothing answers on the port any more
+    with socket.socket() as sock:
+        assert sock.connect_ex(("127.0.0.1", port)) != 0, f"a server outlived gestalt ui on port {port}"
 
 
 def _browse(url: str, *extra: str, width: int = 1600, height: int = 900) -> str:

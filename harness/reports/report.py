@@ -211,7 +211,7 @@ def ordered_models(runs: list[BatteryRunData], tasks: list[str]) -> list[Battery
 
 
 def score_rows(runs: list[BatteryRunData], tasks: list[str]) -> list[dict[str, Any]]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for r in runs:
         for task in tasks:
             v = r.null_rate(task)
@@ -344,7 +344,9 @@ class Headlines:
 
 
 def headlines(runs: list[BatteryRunData], tasks: list[str]) -> Headlines:
-    cells, names, unavailable = {}, {}, {}
+    cells: dict[tuple[str, str], Score] = {}
+    names: dict[str, str] = {}
+    unavailable: dict[tuple[str, str], str] = {}
     for r in runs:
         for t in tasks:
             s = headline(r.scores.get(t, []))
@@ -565,7 +567,10 @@ def build_report(tracking_uri: str, experiment: str, out_dir: str | Path,
 
     def put(name: str, data: bytes | str) -> None:
         path = out / name
-        (path.write_bytes if isinstance(data, bytes) else path.write_text)(data)
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+        else:
+            path.write_text(data)
         written[name] = path
 
     heads = headlines(runs, tasks)

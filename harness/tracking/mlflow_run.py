@@ -271,6 +271,9 @@ def serve_ui(uri: str, *, port: int, experiment: str, echo: Callable[[str], None
     if exp is None:
         raise GestaltError(f"{uri}: no experiment {experiment!r} (--experiment names another)")
     base = f"http://127.0.0.1:{port}"
+    # the server runs in its own process group (it forks uvicorn), stopped as a whole below; a
+    # SIGTERM to this process must reach that cleanup too, not leave the server behind
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     proc = subprocess.Popen(ui_server_command(uri, port), env={**os.environ, **UI_ENV},
                             start_new_session=True)
     try:
