@@ -70,11 +70,14 @@ def rounded(value: float, decimals: int | None) -> float:
 
 
 def score_metrics(task_id: str, scores: Iterable[Any]) -> dict[str, float]:
-    """Every score's flat metrics, rounded to its interval, plus the headline short names."""
+    """Every score's flat metrics, rounded to its interval (ceiling and floor to four significant
+    digits), plus the headline short names."""
     out: dict[str, float] = {}
     for s in scores:
         digits = decimals_for(s.ci_low, s.ci_high)
-        out.update({k: rounded(v, digits) for k, v in s.metrics(task_id).items()})
+        # the ceiling and floor are references (people, chance), not this estimate: their own digits
+        out.update({k: rounded(v, None if k.endswith(("_ceiling", "_floor")) else digits)
+                    for k, v in s.metrics(task_id).items()})
         short = headline_name(task_id, s.name)
         if short is not None and s.value is not None and math.isfinite(s.value):
             out[short] = rounded(s.value, digits)
@@ -192,8 +195,9 @@ class BatteryRun:
             copy.write_text("".join(json.dumps(ordered_record(r, order)) + "\n" for r in records))
             self.mlflow.log_artifact(str(copy), artifact_path="records")
         if records:
+            # log_table refuses ':' (a task variant BASE:NAME) in file names
             self.mlflow.log_table(records_table(records, order),
-                                  artifact_file=f"tables/{records_path.stem}.json")
+                                  artifact_file=f"tables/{records_path.stem.replace(':', '--')}.json")
         for name, fig in figures.items():
             self.mlflow.log_figure(fig, f"figures/{name}")
 
