@@ -7,10 +7,14 @@ with one line on stderr naming the culprit and exit status 2.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import json
 import logging
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import fire
 
@@ -133,10 +137,19 @@ class CLI:
     def stimuli(self, task: str, out: str, seed: int = 0, split: str = "all",
                 mirror: str | None = None, root: str | None = None, **options):
         """Render a task's stimuli to a folder (PNG per stimulus and an index.csv) for people to look at."""
+        from .lazy import resolve
         from .stimuli.export import export_stimuli
         from .stimuli.registry import get_task
 
-        stimset = get_task(task).build(_sources(root, mirror), seed=seed, **options)
+        if split not in ("all", "train", "test"):
+            raise GestaltError(f"--split {split!r}: expected one of all, train, test")
+        spec = get_task(task)
+        accepted = _accepted(resolve(spec.builder), skip=("sources", "seed"))
+        if accepted is not None:  # a misspelt flag of this command lands in **options too
+            own = set(inspect.signature(CLI.stimuli).parameters) - {"self", "task", "options"}
+            for name in options:
+                _check_flag(name, accepted | own, f"stimuli {task}")
+        stimset = spec.build(_sources(root, mirror), seed=seed, **options)
         n = export_stimuli(stimset, out, split=split)
         print(f"{task}: {n} stimuli written to {out}")
 
@@ -184,15 +197,30 @@ class CLI:
         card = register_scorecard(tracking_uri(uri), run_id, name=name, alias=alias)
         print(f"{card.name} v{card.version} @{card.alias} (LoggedModel {card.model_id}, run {card.run_id})")
 
+    def ui(self, uri: str | None = None, port: int = 5000, experiment: str = "gestalt"):
+        """Browse the runs in the MLflow UI: a one-worker server on 127.0.0.1 for the current store
+        (./mlflow.db, MLFLOW_TRACKING_URI or --uri); prints the runs table's URL. Ctrl-C stops it."""
+        from .tracking.mlflow_run import serve_ui, tracking_uri
+
+        code = serve_ui(tracking_uri(uri), port=port, experiment=experiment)
+        if code:
+            raise SystemExit(code)
+
     def score(self, records: str, seed: int = 0, mirror: str | None = None, root: str | None = None,
-              recipe: str | None = None):
-        """Rescore a records JSONL offline (no model): prints every score record as JSON."""
+              recipe: str | None = None, format: str = "table"):
+        """Rescore a records JSONL offline (no model). --format table (default), json or csv."""
+        from pathlib import Path
+
         from .run import build_stimsets
         from .recipes import load_recipe
         from .scores.tasks import get_scorer
         from .stimuli.registry import get_task
         from .trials.records import RecordStore, per_stimulus, validate
 
+        if format not in SCORE_FORMATS:
+            raise GestaltError(f"--format {format!r}: expected one of {', '.join(SCORE_FORMATS)}")
+        if not Path(records).is_file():
+            raise GestaltError(f"{records}: records file not found")
         recs = [validate(r) for r in RecordStore(records).read()]
         if not recs:
             raise GestaltError(f"{records}: no records")
@@ -204,7 +232,184 @@ class CLI:
         else:
             stimset = task.build(_sources(root, mirror), seed=recs[0]["run_meta"]["seed"])
         scores = get_scorer(task.scoring)(recs if task.all_reps else per_stimulus(recs), stimset, seed=seed)
-        print(json.dumps([s.to_dict() for s in scores], indent=1))
+        print(_format_scores([s.to_dict() for s in scores], format))
+
+
+SCORE_FORMATS = ("table", "json", "csv")
+SCORE_COLUMNS = ("name", "value", "ci_low", "ci_high", "n", "nulls", "floor", "ceiling", "method")
+
+
+def _format_scores(rows: list[dict[str, Any]], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(rows, indent=1)
+    if fmt == "csv":
+        import csv
+        import io
+
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=SCORE_COLUMNS, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        return buf.getvalue().rstrip("\n")
+
+    def cell(v: Any) -> str:
+        return "-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
+
+    table = [SCORE_COLUMNS, *[tuple(cell(r.get(c)) for c in SCORE_COLUMNS) for r in rows]]
+    widths = [max(len(row[i]) for row in table) for i in range(len(SCORE_COLUMNS))]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in table)
+
+
+# --- the command line is checked against the commands' signatures before fire runs anything ---
+# fire calls a command first and complains about flags it did not consume afterwards (a typo'd
+# `register --alais` registered a version before failing); so every flag is checked up front.
+
+class UsageError(GestaltError):
+    """A command line that names no command, or a flag the command does not take."""
+
+
+# commands whose **kwargs are recipe overrides: only dotted names (--section.key=value)
+DOTTED_OVERRIDES = ("recipe", "chart6_search")
+
+
+def _commands(obj: object) -> dict[str, Any]:
+    """Public commands (bound methods) and command groups (objects) of a fire component."""
+    return {name: getattr(obj, name) for name in dir(obj) if not name.startswith("_")}
+
+
+def _accepted(fn: Callable[..., Any], skip: tuple[str, ...] = ()) -> set[str] | None:
+    """Keyword names a callable takes, or None when it takes any (**kwargs)."""
+    params = inspect.signature(fn).parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return {p.name for p in params if p.kind is not p.VAR_POSITIONAL and p.name not in skip}
+
+
+def _closest(word: str, options: list[str] | set[str], prefix: str = "") -> str:
+    match = difflib.get_close_matches(word, sorted(options), n=1, cutoff=0.5)
+    return f"; did you mean {prefix}{match[0]}?" if match else ""
+
+
+def _check_flag(name: str, accepted: set[str], command: str) -> None:
+    if name not in accepted:
+        flags = {a.replace("_", "-") for a in accepted}
+        raise UsageError(f"{command}: unknown flag --{name.replace('_', '-')}"
+                         + _closest(name.replace("_", "-"), flags, "--"))
+
+
+def _check_args(command: str, fn: Callable[..., Any], args: list[str]) -> None:
+    """Every --flag must be a parameter of ``fn`` (or a recipe override); positionals must fit."""
+    params = inspect.signature(fn).parameters
+    var_kw = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    named = {n for n, p in params.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    bools = {n for n in named if params[n].annotation in (bool, "bool")}
+    var_pos = any(p.kind is p.VAR_POSITIONAL for p in params.values())
+    given: set[str] = set()
+    n_pos = 0
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        i += 1
+        if tok == "--":  # fire's own flags follow
+            break
+        if not tok.startswith("-") or tok.lstrip("-").replace(".", "").isdigit():
+            n_pos += 1
+            continue
+        if not tok.startswith("--"):
+            raise UsageError(f"{command}: unknown option {tok} (flags are spelled --name)")
+        name, has_value = tok[2:].split("=", 1)[0].replace("-", "_"), "=" in tok
+        if name in named or (name.startswith("no") and name[2:] in bools):
+            given.add(name)
+            if name not in bools and not name.startswith("no") and not has_value:
+                i += 1  # --flag VALUE
+            continue
+        if var_kw and command in DOTTED_OVERRIDES and "." in name:
+            if not has_value:
+                i += 1
+            continue
+        if var_kw and command not in DOTTED_OVERRIDES:  # checked by the command itself, before acting
+            if not has_value:
+                i += 1
+            continue
+        _check_flag(name, named, command)
+    # fire fills the parameters not given as flags from the positionals, in order
+    slots = [p for n, p in params.items() if p.kind is p.POSITIONAL_OR_KEYWORD and n not in given]
+    required = [p.name for p in slots if p.default is p.empty]
+    if n_pos > len(slots) and not var_pos:
+        raise UsageError(f"{command}: too many arguments (see gestalt {command} --help)")
+    if n_pos < len(required):
+        missing = " ".join(n.upper() for n in required[n_pos:])
+        raise UsageError(f"{command}: missing {missing} (see gestalt {command} --help)")
+
+
+def _usage(command: str, fn: Callable[..., Any]) -> str:
+    """Help for one command: usage, docstring, every flag with its type and default."""
+    params = inspect.signature(fn).parameters
+    words, flags = [], []
+    for name, p in params.items():
+        if p.kind is p.VAR_POSITIONAL:
+            words.append(f"[{name.upper()} ...]")
+        elif p.kind is p.VAR_KEYWORD:
+            flags.append(("--section.key=VALUE", "override a recipe key") if command in DOTTED_OVERRIDES
+                         else ("--OPTION=VALUE", "an option of the task's stimulus builder"))
+        elif p.default is p.empty:
+            words.append(name.upper())
+        else:
+            kind = str(p.annotation).replace("NoneType", "None") if p.annotation is not p.empty else ""
+            default = "" if p.default is None else f" (default {p.default})"
+            flags.append((f"--{name.replace('_', '-')}", f"{kind}{default}".strip()))
+    doc = inspect.cleandoc(fn.__doc__ or "")
+    lines = [f"usage: gestalt {command} {' '.join(words)}{' [FLAGS]' if flags else ''}".rstrip(), "", doc]
+    if flags:
+        width = max(len(f) for f, _ in flags)
+        lines += ["", "flags:", *(f"  {f.ljust(width)}  {d}".rstrip() for f, d in flags)]
+    return "\n".join(lines)
+
+
+def _overview(cli: object, prefix: str = "") -> str:
+    lines = [f"usage: gestalt {prefix}COMMAND [ARGS] [FLAGS]   (gestalt {prefix}COMMAND --help for more)", "",
+             inspect.cleandoc(type(cli).__doc__ or ""), "", "commands:"]
+    rows = [(prefix + name.replace("_", "-"),
+             " ".join((member.__doc__ or type(member).__doc__ or "").split()).split(". ")[0].split("; ")[0].rstrip("."))
+            for name, member in _commands(cli).items()]
+    if not prefix:
+        rows.append(("--version", "print the version"))
+    width = max(len(r[0]) for r in rows)
+    lines += [f"  {name.ljust(width)}  {doc}" for name, doc in rows]
+    return "\n".join(lines)
+
+
+def check_command_line(cli: object, argv: list[str]) -> str | None:
+    """Refuse a command line before anything runs; return text to print instead of running (help)."""
+    if not argv or argv[0] in ("-h", "--help"):
+        return _overview(cli)
+    if argv[0] == "--version":
+        from . import __version__
+
+        return f"gestalt {__version__}"
+    target: object = cli
+    path: list[str] = []
+    rest = list(argv)
+    while rest:
+        word = rest.pop(0)
+        commands = _commands(target)
+        name = word.replace("-", "_")
+        if name not in commands:
+            where = " ".join(path) + ": " if path else ""
+            raise UsageError(f"{where}unknown command {word!r}"
+                             + _closest(word, [c.replace("_", "-") for c in commands]))
+        path.append(word)
+        target = commands[name]
+        if callable(target):
+            break
+        if not rest or rest[0] in ("-h", "--help"):
+            return _overview(target, prefix=" ".join(path) + " ")
+    command = " ".join(path)
+    head = rest[: rest.index("--")] if "--" in rest else rest
+    if "-h" in head or "--help" in head:
+        return _usage(command, target)  # type: ignore[arg-type]
+    _check_args(command, target, rest)  # type: ignore[arg-type]
+    return None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -215,8 +420,14 @@ def main(argv: list[str] | None = None) -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s gestalt: %(message)s", "%H:%M:%S"))
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
+    args = sys.argv[1:] if argv is None else list(argv)
+    cli = CLI()
     try:
-        fire.Fire(CLI(), command=argv, name="gestalt")
+        text = check_command_line(cli, args)
+        if text is not None:
+            print(text)
+            return
+        fire.Fire(cli, command=args, name="gestalt")
     except GestaltError as e:
         print(f"gestalt: error: {e}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -89,7 +89,8 @@ def test_battery_runs_logs_and_resumes_without_model_calls(tmp_path):
 
     recs = records(tmp_path, "mobilenetv2")
     assert len(recs) == 80 and all(r["run_meta"]["run_id"] == run.info.run_id for r in recs)
-    assert m[f"{TASK}/accuracy"] == pytest.approx(sum(r["correct"] for r in recs) / 80)
+    # logged rounded to what its interval justifies (two significant digits of the half-width)
+    assert m[f"{TASK}/accuracy"] == pytest.approx(sum(r["correct"] for r in recs) / 80, abs=0.006)
 
     second = run_recipe(recipe, echo=lambda *_: None)
     assert [r.model_calls for r in second] == [0, 0] and [r.new_trials for r in second] == [0, 0]

@@ -180,7 +180,8 @@ def test_scores_table_has_cis_floors_ceilings_null_rates_and_bracket(store, repo
     assert "| resnet-a | supervised | closure.nat.silhouette | B |" in md
 
 
-EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//|@import|url\(|<script|<link""", re.I)
+# resources a page would fetch; a link (<a href>) to the MLflow run is navigation, not a resource
+EXTERNAL = re.compile(r"""(?:src|(?<!<a )href)\s*=\s*["']?\s*(?:https?:)?//|@import|url\(|<script|<link""", re.I)
 
 
 def test_scorecards_are_self_contained_and_carry_each_models_numbers(store, report):
@@ -265,3 +266,66 @@ def test_per_run_figures_for_series_count_and_odd_one_out():
     labels = [t.get_text() for t in figs[f"{MARK}.agreement.png"].axes[0].get_yticklabels()]
     assert labels[0].startswith("B vs kernel") and labels[1].startswith("B_majority vs majority")
     close(figs)
+
+
+def test_index_lists_every_task_humans_captions_and_run_links(store, report):
+    from PIL import Image
+
+    index = (report.out / "index.html").read_text()
+    for task in (SIL, MARK, SERIES, THINGS):
+        assert f"<td>{task}</td>" in index
+    assert "THINGS object images are not in the source mirror" in index  # unavailable, with the reason
+    assert "Human references" in index and "human_kappa_pairwise" in index
+    figures = re.findall(r"<figure>.*?</figure>", index, re.S)
+    assert len(figures) >= 3
+    for fig in figures:
+        caption = re.search(r"<figcaption>(.*?)</figcaption>", fig, re.S).group(1)
+        assert "n = " in caption or "n per cell" in caption, caption
+        assert "bootstrap" in caption or "no interval" in caption, caption
+    for model, _, _ in MODELS:
+        run_id = store.runs[model][0]
+        page = (report.out / "scorecards" / f"{model}.html").read_text()
+        assert re.search(rf'<a href="http://127\.0\.0\.1:5000/#/experiments/\d+/runs/{run_id}">', page)
+        assert f"/runs/{run_id}" in index
+    for name in ("matrix.png", "a_k.png", "accuracy_vs_kappa.png"):
+        dpi = Image.open(report.out / name).info["dpi"]
+        assert min(dpi) >= 149.5, (name, dpi)
+
+
+def test_null_bracket_column_only_when_some_trial_was_null(store, report, tmp_path):
+    from harness.reports.report import BRACKET_HEADER, build_report
+
+    assert BRACKET_HEADER in (report.out / "index.html").read_text()  # resnet-a has 4 nulls
+    assert BRACKET_HEADER in (report.out / "scores.md").read_text()
+    assert BRACKET_HEADER not in (report.out / "scorecards" / "dino-s.html").read_text()
+    out = tmp_path / "clean"
+    build_report(store.uri, "rep", out, run_ids=[store.runs["dino-s"][0], store.runs["resnet-b"][0]])
+    for name in ("index.html", "scores.md"):
+        text = (out / name).read_text()
+        assert BRACKET_HEADER not in text and "(1-v)x" not in text
+
+
+def test_matrix_annotations_contrast_with_their_cells():
+    from harness.reports import figures as F
+
+    def luminance(rgba):
+        lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgba[:3]]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    scores = battery_scores(0.5)
+    models = [(f"m{i}", "supervised") for i in range(5)]
+    cells = {}
+    for i, (m, _) in enumerate(models):  # values from below the floor to the ceiling: darkest to brightest
+        for task in (SIL, MARK):
+            s = next(x for x in scores[task] if x.name == "B")
+            cells[(m, task)] = Score(**{**s.__dict__, "value": s.floor + (s.ceiling - s.floor) * (i / 4 * 1.3 - 0.25)})
+    fig = F.agreement_matrix_figure(models, [(SIL, "B"), (MARK, "B")], cells)
+    ax = fig.axes[0]
+    image = ax.images[0]
+    for text in ax.texts:
+        x, y = (round(v) for v in text.get_position())
+        cell = image.cmap(image.norm(image.get_array()[y, x]))
+        fg = F.matplotlib.colors.to_rgba(text.get_color())
+        hi, lo = sorted((luminance(cell) + 0.05, luminance(fg) + 0.05), reverse=True)
+        assert hi / lo >= 4.5, (text.get_text(), cell, fg)
+    F.plt.close(fig)

@@ -42,6 +42,7 @@ from ..scores.record import Score  # noqa: E402
 from ..stimuli.chart6 import (ARITHMETIC_COMPUTATION, STATISTICAL_INFERENCE,  # noqa: E402
                               TESTS, VALUE_IDENTIFICATION)
 from ..stimuli.registry import base_task_id  # noqa: E402
+from .figures import palette  # noqa: E402
 
 TASK_PREFIX = "literacy.chart."
 GROUPS = {"multiple-choice": "multiple-choice", "continuous": "numerical-response"}
@@ -81,8 +82,7 @@ def _yerr(s: Score | Pooled) -> list[list[float]]:
 
 
 def _colors(labels: list[str]) -> dict[str, Any]:
-    cmap = plt.get_cmap("tab10")
-    return {m: cmap(i % 10) for i, m in enumerate(labels)}
+    return palette(labels)
 
 
 def _ordered_tests(by_model: dict[str, dict[str, list[Score]]]) -> list[str]:

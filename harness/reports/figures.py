@@ -24,6 +24,25 @@ from ..scores.record import Score  # noqa: E402
 from ..stimuli.base import ObserverPanel  # noqa: E402
 
 A_K = re.compile(r"^a_k(\d+)$")
+DPI = 150  # every saved figure, in the report and as logged to MLflow
+matplotlib.rcParams["savefig.dpi"] = DPI
+# Okabe & Ito's palette: distinguishable with the common colour-vision deficiencies
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+MATRIX_CMAP = "cividis"  # perceptually uniform and colour-blind safe
+
+
+def text_color(rgba: Any) -> str:
+    """Black or white, whichever reads on a cell of this colour (WCAG relative luminance)."""
+    def lin(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (lin(float(c)) for c in rgba[:3])
+    return "black" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.179 else "white"
+
+
+def palette(labels: list[str]) -> dict[str, Any]:
+    """One colour-blind-safe colour per label, in order (cycles past eight)."""
+    return {x: OKABE_ITO[i % len(OKABE_ITO)] for i, x in enumerate(dict.fromkeys(labels))}
 
 
 def score_named(scores: list[Score], name: str) -> Score | None:
@@ -39,8 +58,7 @@ def _err(s: Score) -> list[list[float]]:
 
 def family_colors(families: list[str]) -> dict[str, Any]:
     """One tab10 colour per family, in the order given (the report orders families)."""
-    cmap = plt.get_cmap("tab10")
-    return {f: cmap(i % 10) for i, f in enumerate(dict.fromkeys(families))}
+    return palette(families)
 
 
 def confusion_figure(records: list[dict], stimset, model_id: str):
@@ -139,7 +157,7 @@ def capacity_figure(curves: list[dict[str, Any]], band: tuple[int, int] | None =
     ``capacity`` score's ``extra['band']`` unless given. Each model's capacity (where its fitted
     logistic curve, drawn dashed, crosses 0.5) is marked at 0.5 with its 95% interval.
     """
-    fig, ax = plt.subplots(figsize=(8, 4.8), constrained_layout=True)
+    fig, ax = plt.subplots(figsize=(9.5, 5), constrained_layout=True)
     if band is None:
         cap = next((s for c in curves if (s := score_named(c["scores"], "capacity"))), None)
         band = tuple(cap.extra["band"]) if cap is not None and "band" in cap.extra else None
@@ -148,7 +166,8 @@ def capacity_figure(curves: list[dict[str, Any]], band: tuple[int, int] | None =
     ax.axhline(FAIL_BELOW, color="0.4", ls="--", lw=1, label=f"a(k) = {FAIL_BELOW}")
     alpha = 0.25 if len(curves) == 1 else 0.12
     k_max = 1
-    for c in curves:
+    colors = palette([c["label"] for c in curves])
+    for n_curve, c in enumerate(curves):
         k, a, lo, hi = a_k_curve(c["scores"])
         if not len(k):
             continue
@@ -157,7 +176,8 @@ def capacity_figure(curves: list[dict[str, Any]], band: tuple[int, int] | None =
         label = c["label"] if cap is None else (
             f"{c['label']} (capacity {cap.value:.1f} [{cap.ci_low:.1f}, {cap.ci_high:.1f}]"
             + (f", censored {cap.extra['censored']}" if cap.extra.get("censored") else "") + ")")
-        line, = ax.plot(k, a, "o-", ms=3, color=c.get("color"), label=label)
+        line, = ax.plot(k, a, "-", marker="osD^vP*X"[n_curve % 8], ms=4, lw=1.6,
+                        color=c.get("color") or colors[c["label"]], label=label)
         ax.fill_between(k, lo, hi, color=line.get_color(), alpha=alpha, lw=0)
         if cap is not None and "logistic_b1" in cap.extra:
             grid = np.linspace(k.min(), k.max(), 200)
@@ -174,7 +194,9 @@ def capacity_figure(curves: list[dict[str, Any]], band: tuple[int, int] | None =
     ax.set_ylabel("accuracy a(k) (95% bootstrap band)")
     ax.set_title(title + f"\n(triangle: capacity = where the fitted logistic (dashed) crosses "
                  f"{FAIL_BELOW}, 95% CI)", fontsize=10)
-    ax.legend(fontsize=7, loc="upper right")
+    ax.grid(axis="y", color="0.9", lw=0.6)
+    # beside the axes: over the curves it hid the very k where they cross 0.5
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return fig
 
 
@@ -281,17 +303,23 @@ def agreement_matrix_figure(models: list[tuple[str, str]], tasks: list[tuple[str
     for i, (model, _) in enumerate(models):
         for j, (task, _) in enumerate(tasks):
             s = cells.get((model, task))
+            if s is not None and s.value is not None:
+                floor = s.floor if s.floor is not None else 0.0
+                top = s.ceiling if s.ceiling is not None and s.extra.get("ceiling_is_bound") else 1.0
+                frac[i, j] = (s.value - floor) / (top - floor) if top > floor else np.nan
+    low = min(-0.25, float(np.nanmin(frac))) if np.isfinite(frac).any() else -0.25
+    im = ax.imshow(frac, cmap=MATRIX_CMAP, vmin=low, vmax=1.0, aspect="auto")
+    for i, (model, _) in enumerate(models):
+        for j, (task, _) in enumerate(tasks):
+            s = cells.get((model, task))
             if s is None or s.value is None:
                 ax.text(j, i, "unavailable" if (model, task) in unavailable else "-",
                         ha="center", va="center", fontsize=7, color="0.4")
                 continue
-            floor = s.floor if s.floor is not None else 0.0
-            top = s.ceiling if s.ceiling is not None and s.extra.get("ceiling_is_bound") else 1.0
-            frac[i, j] = (s.value - floor) / (top - floor) if top > floor else np.nan
             ci = "" if s.ci_low is None else f"\n[{s.ci_low:.2f}, {s.ci_high:.2f}]"
-            ax.text(j, i, f"{s.value:.3f}{ci}", ha="center", va="center", fontsize=7)
-    low = min(-1.0, float(np.nanmin(frac))) if np.isfinite(frac).any() else -1.0
-    im = ax.imshow(frac, cmap="RdYlGn", vmin=low, vmax=1.0, aspect="auto")
+            shade = (1.0, 1.0, 1.0) if np.isnan(frac[i, j]) else im.cmap(im.norm(frac[i, j]))
+            ax.text(j, i, f"{s.value:.3f}{ci}", ha="center", va="center", fontsize=7,
+                    color=text_color(shade))
     head = []
     for task, name in tasks:
         s = next((cells[(m, task)] for m, _ in models if (m, task) in cells), None)
@@ -327,9 +355,9 @@ def rank_correlation_figure(tasks: list[str], rho: np.ndarray, n: np.ndarray):
     for i in range(len(tasks)):
         for j in range(len(tasks)):
             txt = "n/a" if np.isnan(rho[i, j]) else f"{rho[i, j]:.2f}"
-            dark = not np.isnan(rho[i, j]) and abs(rho[i, j]) > 0.6
+            shade = (1.0, 1.0, 1.0) if np.isnan(rho[i, j]) else im.cmap(im.norm(rho[i, j]))
             ax.text(j, i, f"{txt}\nn={int(n[i, j])}", ha="center", va="center", fontsize=8,
-                    color="white" if dark else "black")
+                    color=text_color(shade))
     ax.set_xticks(range(len(tasks)), tasks, rotation=30, ha="right", rotation_mode="anchor", fontsize=8)
     ax.set_yticks(range(len(tasks)), tasks, fontsize=8)
     fig.colorbar(im, ax=ax, shrink=0.7, label="Spearman rho")

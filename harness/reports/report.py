@@ -15,7 +15,9 @@ logged ``figures/*.png``, and writes into ``out_dir``:
   task's null rate and, for proportions over parseable trials (B, accuracy), the bracket
   (1-v)x .. (1-v)x+v where x would land had the nulls been scored;
 - ``scorecards/<model>.html``: one self-contained page per model (tables, null rates per task,
-  figures embedded as base64; no external CSS, scripts or images), and ``index.html``;
+  figures embedded as base64; no external CSS, scripts or images) linking to its MLflow run, and
+  ``index.html``: every task (unavailable ones with the reason), the human references, the
+  figures (each captioned with what it shows, n and the interval method) and the scores;
 - ``runs.json``: which run of which model the report read.
 
 Without ``run_ids``, the latest FINISHED run per model id is used (optionally only runs of one
@@ -76,6 +78,7 @@ class BatteryRunData:
     scores: dict[str, list[Score]]  # task -> scores, from intervals.json
     unavailable: dict[str, str]
     figures: dict[str, bytes] = field(default_factory=dict)  # logged figures/*.png
+    experiment_id: str = ""
 
     def null_rate(self, task: str) -> float | None:
         """Trial-level null rate as logged; from the scores where the metric is absent."""
@@ -166,7 +169,7 @@ def _read_run(client, run) -> BatteryRunData:
                           family=tags.get("gestalt.family", "unknown"),
                           recipe=tags.get("gestalt.recipe", ""), params=dict(run.data.params),
                           tags=dict(tags), metrics=dict(run.data.metrics), scores=scores,
-                          unavailable=unavailable, figures=figs)
+                          unavailable=unavailable, figures=figs, experiment_id=run.info.experiment_id)
 
 
 # -- tables ---------------------------------------------------------------------------------------
@@ -208,7 +211,7 @@ def ordered_models(runs: list[BatteryRunData], tasks: list[str]) -> list[Battery
 
 
 def score_rows(runs: list[BatteryRunData], tasks: list[str]) -> list[dict[str, Any]]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for r in runs:
         for task in tasks:
             v = r.null_rate(task)
@@ -293,18 +296,28 @@ def write_csv(rows: list[dict[str, Any]], path: Path, columns=COLUMNS) -> None:
             w.writerow({c: ("" if row.get(c) is None else row.get(c)) for c in columns})
 
 
+# Shown only when some trial was null: otherwise (1-v)x .. (1-v)x+v is x .. x and says nothing.
+BRACKET_HEADER = "if nulls were scored: (1-v)x .. (1-v)x+v, v = null rate"
+
+
+def any_nulls(rows: list[dict[str, Any]]) -> bool:
+    return any(r.get("nulls") for r in rows if not r.get("note"))
+
+
 def markdown_table(rows: list[dict[str, Any]]) -> str:
+    bracket = any_nulls(rows)
     head = ["model", "family", "task", "score", "value [95% CI]", "floor", "ceiling", "n", "nulls",
-            "null rate", "(1-v)x .. (1-v)x+v"]
+            "null rate", *([BRACKET_HEADER] if bracket else [])]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         if r["note"]:
             cells = [r["model"], r["family"], r["task"], "", r["note"].replace("|", "/"),
-                     "", "", "", "", "", ""]
+                     "", "", "", "", ""]
         else:
             cells = [r["model"], r["family"], r["task"], r["score"], f"{_fmt(r['value'])} {_ci(r)}",
                      _fmt(r["floor"]), _fmt(r["ceiling"]), _fmt(r["n"]), _fmt(r["nulls"]),
-                     _fmt(r["task_null_rate"]), _bracket(r)]
+                     _fmt(r["task_null_rate"])]
+        cells += [_bracket(r) if not r["note"] else ""] if bracket else []
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -313,7 +326,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
 
 def _png(fig) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
+    fig.savefig(buf, format="png", dpi=F.DPI)
     F.plt.close(fig)
     return buf.getvalue()
 
@@ -331,7 +344,9 @@ class Headlines:
 
 
 def headlines(runs: list[BatteryRunData], tasks: list[str]) -> Headlines:
-    cells, names, unavailable = {}, {}, {}
+    cells: dict[tuple[str, str], Score] = {}
+    names: dict[str, str] = {}
+    unavailable: dict[tuple[str, str], str] = {}
     for r in runs:
         for t in tasks:
             s = headline(r.scores.get(t, []))
@@ -341,6 +356,53 @@ def headlines(runs: list[BatteryRunData], tasks: list[str]) -> Headlines:
             if t in r.unavailable:
                 unavailable[(r.model, t)] = r.unavailable[t]
     return Headlines(cells, {t: names[t] for t in tasks if t in names}, unavailable)
+
+
+INTERVALS = "95% percentile bootstrap intervals over stimuli"
+
+
+def report_captions(runs: list[BatteryRunData], heads: Headlines) -> dict[str, str]:
+    """What each cross-model figure shows, its n and the interval method."""
+    def n_of(task: str) -> str:
+        ns = sorted({s.n for (_, t), s in heads.cells.items() if t == task} or
+                    {s.n for r in runs for s in r.scores.get(task, [])[:1]})
+        return "-".join(map(str, ns[:1] + ns[-1:] if len(ns) > 1 else ns)) or "?"
+
+    models = len(runs)
+    return {
+        "matrix.png": f"Headline score (B; accuracy where a task has no B) of {models} models on "
+                      f"{len(heads.names)} tasks; colour: position between the task's floor and human "
+                      f"ceiling. n per cell = scored stimuli ({', '.join(f'{t}: {n_of(t)}' for t in heads.names)}); "
+                      f"{INTERVALS}.",
+        "accuracy_vs_kappa.png": f"{SILHOUETTE}: accuracy against error consistency (Cohen's kappa with "
+                                 f"human observers) per model, with the human-human ceiling band; "
+                                 f"n = {n_of(SILHOUETTE)} test stimuli per model; {INTERVALS}.",
+        "a_k.png": f"{SERIES_COUNT}: accuracy a(k) by number of colour series k per model against the "
+                   f"human capacity band; n = {n_of(SERIES_COUNT)} charts per model; bands: 95% "
+                   "bootstrap within each k.",
+        "rank_correlations.png": f"Spearman rank correlation between tasks of the {models} models' "
+                                 "headline scores; n per cell = models scored on both tasks; no interval "
+                                 "(n/a below 3 models or without spread).",
+        "generalization_matrix.png": "Trained networks (rows) against test conditions (columns): MLAE "
+                                     f"per cell; {INTERVALS}.",
+    }
+
+
+def figure_caption(name: str, run: BatteryRunData | None = None) -> str:
+    """A caption for a per-task figure ``<task>.<kind>.png`` (logged or redrawn)."""
+    task, _, kind = name.removesuffix(".png").rpartition(".")
+    if not task:
+        return f"{name}; {INTERVALS}."
+    n = ""
+    if run is not None and run.scores.get(task):
+        first = run.scores[task][0]
+        n = f"; n = {first.n} scored trials ({first.nulls} null)"
+    what = {"confusion": "model vs human confusion on the test split (share of responses per true class)",
+            "accuracy_vs_kappa": "accuracy against error consistency with the human ceiling band",
+            "a_k": "accuracy a(k) by number of series k against the human capacity band",
+            "agreement": "odd-one-out agreement B with floor, human ceiling and null bracket"}.get(
+        kind, kind.replace("_", " "))
+    return f"{task}: {what}{n}; {INTERVALS}."
 
 
 def report_figures(runs: list[BatteryRunData], heads: Headlines) -> dict[str, bytes]:
@@ -387,10 +449,22 @@ tabular-nums}img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}code{font-s
 .unavail{color:#a40}"""
 
 
-def _img(name: str, png: bytes) -> str:
+def _img(name: str, png: bytes, caption: str) -> str:
     data = base64.b64encode(png).decode("ascii")
-    return (f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{html.escape(name)}</figcaption></figure>")
+    return (f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
+            f"<figcaption><b>{html.escape(name)}</b>: {html.escape(caption)}</figcaption></figure>")
+
+
+def mlflow_run_url(tracking_uri: str, run: BatteryRunData) -> str:
+    """The run's page: on the tracking server, or on `gestalt ui`'s default address for a local store."""
+    base = tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+    return f"{base}/#/experiments/{run.experiment_id}/runs/{run.run_id}"
+
+
+def _run_link(tracking_uri: str, run: BatteryRunData) -> str:
+    local = "" if tracking_uri.startswith(("http://", "https://")) else " (serve the store with <code>gestalt ui</code>)"
+    return (f'<p>MLflow run: <a href="{html.escape(mlflow_run_url(tracking_uri, run))}">'
+            f"{html.escape(run.run_id)}</a>{local}</p>")
 
 
 def _table(head: list[str], rows: list[list[str]], num_from: int = 0) -> str:
@@ -407,7 +481,7 @@ def _page(title: str, body: str) -> str:
 
 
 def scorecard_html(run: BatteryRunData, rows: list[dict[str, Any]], humans: list[dict[str, Any]],
-                   tasks: list[str], figures: dict[str, bytes]) -> str:
+                   tasks: list[str], figures: dict[str, bytes], tracking_uri: str = "") -> str:
     """One model's scorecard: identity, null rates, headline scores, human references, figures."""
     p = run.params
     ident = [["model", run.model], ["family", run.family], ["model version", p.get("model_version", "")],
@@ -424,8 +498,9 @@ def scorecard_html(run: BatteryRunData, rows: list[dict[str, Any]], humans: list
             n = run.metrics.get(f"{t}/n")
             nulls.append([t, _fmt(v), _fmt(int(n)) if n is not None else "", ""])
     mine = [r for r in rows if r["model"] == run.model and not r["note"]]
+    bracket = any_nulls(mine)
     score_table = [[r["task"], r["score"], _fmt(r["value"]), _ci(r), _fmt(r["floor"]), _fmt(r["ceiling"]),
-                    _fmt(r["n"]), _fmt(r["nulls"]), _bracket(r)] for r in mine]
+                    _fmt(r["n"]), _fmt(r["nulls"]), *([_bracket(r)] if bracket else [])] for r in mine]
     human_table = [[h["task"], h["score"], _fmt(h["value"]),
                     "" if h["ci_low"] is None else f"[{_fmt(h['ci_low'])}, {_fmt(h['ci_high'])}]",
                     _fmt(h["n"]), h["method"]] for h in humans if h["task"] in run.scores]
@@ -435,17 +510,18 @@ def scorecard_html(run: BatteryRunData, rows: list[dict[str, Any]], humans: list
             "for proportions the bracket (1-v)x .. (1-v)x+v shows where the score would land had "
             "they been scored.</p>",
             _table(["", ""], ident),
+            _run_link(tracking_uri, run) if tracking_uri else "",
             "<h2>Trials and null rates per task</h2>",
             _table(["task", "null rate", "parseable trials", "note"], nulls),
             "<h2>Scores</h2>",
             _table(["task", "score", "value", "95% CI", "floor", "ceiling", "n", "nulls",
-                    "(1-v)x .. (1-v)x+v"], score_table, num_from=2)]
+                    *([BRACKET_HEADER] if bracket else [])], score_table, num_from=2)]
     if human_table:
         body += ["<h2>Human references (same stimuli)</h2>",
                  _table(["task", "score", "value", "95% CI", "n", "method"], human_table)]
     if figures:
         body.append("<h2>Figures</h2>")
-        body += [_img(name, png) for name, png in sorted(figures.items())]
+        body += [_img(name, png, figure_caption(name, run)) for name, png in sorted(figures.items())]
     return _page(f"gestalt scorecard: {run.model}", "\n".join(body))
 
 
@@ -460,6 +536,16 @@ def model_figures(run: BatteryRunData) -> dict[str, bytes]:
             else:
                 figs[name] = _png(fig)
     return figs
+
+
+def task_rows(runs: list[BatteryRunData], tasks: list[str]) -> list[list[str]]:
+    """Every task of the runs: which models it was scored for and, where not, why."""
+    out = []
+    for t in tasks:
+        scored = [r.model for r in runs if t in r.scores]
+        missing = sorted({f"{why}" for r in runs if (why := r.unavailable.get(t))})
+        out.append([t, ", ".join(scored) or "-", "; ".join(missing)])
+    return out
 
 
 def _safe(name: str) -> str:
@@ -481,7 +567,10 @@ def build_report(tracking_uri: str, experiment: str, out_dir: str | Path,
 
     def put(name: str, data: bytes | str) -> None:
         path = out / name
-        (path.write_bytes if isinstance(data, bytes) else path.write_text)(data)
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+        else:
+            path.write_text(data)
         written[name] = path
 
     heads = headlines(runs, tasks)
@@ -511,17 +600,28 @@ def build_report(tracking_uri: str, experiment: str, out_dir: str | Path,
     links = []
     for r in runs:
         page = f"scorecards/{_safe(r.model)}.html"
-        put(page, scorecard_html(r, rows, humans, tasks, model_figures(r)))
+        put(page, scorecard_html(r, rows, humans, tasks, model_figures(r), tracking_uri))
         links.append(f'<li><a href="{html.escape(page)}">{html.escape(r.model)}</a> '
-                     f"({html.escape(r.family)})</li>")
+                     f"({html.escape(r.family)}; MLflow run <a href=\"{html.escape(mlflow_run_url(tracking_uri, r))}\">"
+                     f"{html.escape(r.run_id[:8])}</a>)</li>")
     index = [f"<h1>gestalt report: {html.escape(experiment)}</h1>",
-             f"<p>{len(runs)} models; one scorecard per model:</p>", "<ul>" + "".join(links) + "</ul>"]
-    index += [_img(name, png) for name, png in figs.items()]
-    index.append(_table(["model", "task", "score", "value", "95% CI", "floor", "ceiling", "null rate",
-                         "(1-v)x .. (1-v)x+v"],
-                        [[r["model"], r["task"], r["score"], _fmt(r["value"]), _ci(r), _fmt(r["floor"]),
-                          _fmt(r["ceiling"]), _fmt(r["task_null_rate"]), _bracket(r)]
-                         for r in rows if not r["note"]], num_from=3))
+             f"<p>{len(runs)} models; one scorecard per model:</p>", "<ul>" + "".join(links) + "</ul>",
+             "<h2>Tasks</h2>", _table(["task", "scored for", "unavailable"], task_rows(runs, tasks))]
+    if humans:
+        index += ["<h2>Human references (same stimuli)</h2>",
+                  _table(["task", "score", "value", "95% CI", "n", "method"],
+                         [[h["task"], h["score"], _fmt(h["value"]), _ci(h), _fmt(h["n"]), h["method"]]
+                          for h in humans], num_from=2)]
+    captions = report_captions(runs, heads)
+    index.append("<h2>Figures</h2>")
+    index += [_img(name, png, captions.get(name) or figure_caption(name)) for name, png in figs.items()]
+    bracket = any_nulls(rows)
+    index += ["<h2>Scores</h2>", _table(
+        ["model", "task", "score", "value", "95% CI", "floor", "ceiling", "null rate",
+         *([BRACKET_HEADER] if bracket else [])],
+        [[r["model"], r["task"], r["score"], _fmt(r["value"]), _ci(r), _fmt(r["floor"]),
+          _fmt(r["ceiling"]), _fmt(r["task_null_rate"]), *([_bracket(r)] if bracket else [])]
+         for r in rows if not r["note"]], num_from=3)]
     put("index.html", _page(f"gestalt report: {experiment}", "\n".join(index)))
     put("runs.json", json.dumps([{"model": r.model, "family": r.family, "run_id": r.run_id,
                                   "recipe": r.recipe} for r in runs], indent=1) + "\n")

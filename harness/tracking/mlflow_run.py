@@ -1,9 +1,14 @@
 """One flat MLflow run per model battery; tasks are metric prefixes.
 
-Params: model identity, weights revision, readouts, seeds, harness version. Metrics:
-``<task>/<metric>`` with ``_ci_low``/``_ci_high``/``_ceiling``/``_floor``, ``<task>/n`` and
-``<task>/null_rate``. Artifacts: ``records/<task>.jsonl``, ``intervals.json``, the resolved recipe
-and its hash, the stimulus-set hashes and ``figures/*.png``. Only the main process logs.
+Params: model identity, weights revision, readouts, seeds, harness version. Metrics: a handful of
+headline scores under short names without a prefix (``sil.kappa``, ``color.B``: the UI charts them
+first, in its "Model metrics" section, and a shared view of the runs table shows them as columns),
+then everything under ``<task>/<metric>`` with ``_ci_low``/``_ci_high``/``_ceiling``/``_floor``,
+``<task>/n`` and ``<task>/null_rate`` (the UI groups these into one section per task). Values are
+rounded at logging to the precision their interval justifies. Artifacts: ``records/<task>.jsonl``
+(keys in the record schema's order: identity, response, correctness first) and the same records
+as an MLflow table ``tables/<task>.json`` (a paged grid in the UI), ``intervals.json`` (unrounded), the resolved recipe and its hash, the
+stimulus-set hashes and ``figures/*.png``. Only the main process logs.
 The default store is ``sqlite:///mlflow.db`` in the working directory (the ./mlruns file store is
 refused by current MLflow); ``MLFLOW_TRACKING_URI`` or the recipe's ``tracking.uri`` override it.
 """
@@ -13,8 +18,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import socket
+import sys
+import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +33,116 @@ from urllib.request import url2pathname
 from ..trials.distributed import file_lock
 
 DEFAULT_URI = "sqlite:///mlflow.db"
+
+# Headline scores and their short metric names: distinct within their first dozen characters, so
+# the runs table's truncated column headers stay apart. (task, score name) -> metric name; a task
+# variant BASE:NAME logs under "<short>:NAME".
+_CHART6 = {"ggr": "ggr", "vlat": "vlat", "calvi": "calvi", "holf": "holf", "holf_multi": "holfm",
+           "chartqa_human": "chartqa"}
+HEADLINE_METRICS: dict[tuple[str, str], str] = {
+    ("closure.nat.silhouette", "kappa"): "sil.kappa",
+    ("closure.nat.silhouette", "B"): "sil.B",
+    ("similarity.chart.mark_color", "B"): "color.B",
+    ("similarity.chart.series_count", "capacity"): "count.capacity",
+    ("similarity.nat.things", "B"): "things.B",
+    **{(f"literacy.chart.{task}", "accuracy_all"): f"{short}.acc" for task, short in _CHART6.items()},
+    **{(f"ratio.chart.{paper}_type{i}", "mlae"): f"{paper}{i}.mlae"
+       for paper in ("grape", "haehn") for i in range(1, 6)},
+}
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")  # the UI opens on the runs table
+SHARED_VIEW_KEY = "gestalt-headlines"  # ?viewStateShareKey= this: the runs table with headline columns
+SHARED_VIEW_TAG = "mlflow.sharedViewState." + SHARED_VIEW_KEY
+PLAIN_DIGITS = 4  # significant digits of a number that has no interval
+
+
+def headline_name(task_id: str, score_name: str) -> str | None:
+    base, _, variant = task_id.partition(":")
+    short = HEADLINE_METRICS.get((base, score_name))
+    return None if short is None else f"{short}:{variant}" if variant else short
+
+
+def decimals_for(ci_low: float | None, ci_high: float | None) -> int | None:
+    """Decimals an interval justifies: its half-width to two significant digits (0.06 -> 3)."""
+    if ci_low is None or ci_high is None or not math.isfinite(ci_high - ci_low) or ci_high <= ci_low:
+        return None
+    return max(0, 1 - math.floor(math.log10((ci_high - ci_low) / 2)))
+
+
+def rounded(value: float, decimals: int | None) -> float:
+    if not math.isfinite(value) or value == 0:
+        return value
+    if decimals is None:
+        decimals = PLAIN_DIGITS - 1 - math.floor(math.log10(abs(value)))
+    return round(value, max(decimals, 0))
+
+
+def score_metrics(task_id: str, scores: Iterable[Any]) -> dict[str, float]:
+    """Every score's flat metrics, rounded to its interval (ceiling and floor to four significant
+    digits), plus the headline short names."""
+    out: dict[str, float] = {}
+    for s in scores:
+        digits = decimals_for(s.ci_low, s.ci_high)
+        # the ceiling and floor are references (people, chance), not this estimate: their own digits
+        out.update({k: rounded(v, None if k.endswith(("_ceiling", "_floor")) else digits)
+                    for k, v in s.metrics(task_id).items()})
+        short = headline_name(task_id, s.name)
+        if short is not None and s.value is not None and math.isfinite(s.value):
+            out[short] = rounded(s.value, digits)
+    return out
+
+
+def _cell(v: float | None, decimals: int | None) -> str:
+    if v is None or not math.isfinite(v):
+        return ""
+    return f"{v:.{decimals}f}" if decimals is not None else f"{v:.{PLAIN_DIGITS}g}"
+
+
+def scorecard_markdown(model: str, run_id: str, intervals: dict[str, Any],
+                       headline: Callable[[str], bool]) -> str:
+    """A registered scorecard version's description: one Markdown table row per headline score
+    (MLflow renders it on the version page), values to the precision their interval justifies."""
+    lines = [(f"Alignment scorecard of **{model}**, battery run `{run_id}`. Floor: chance or a trivial "
+              "strategy; ceiling: agreement among people. Intervals: 95% bootstrap."), "",
+             "| task | score | value | 95% interval | floor | ceiling | n | nulls |",
+             "|---|---|---:|---|---:|---:|---:|---:|"]
+    for task, entry in intervals.items():
+        if "unavailable" in entry:
+            reason = str(entry["unavailable"]).replace("|", "/").replace("\n", " ")
+            lines.append(f"| {task} | unavailable | | {reason} | | | | |")
+            continue
+        for s in entry.get("scores", []):
+            if not headline(s["name"]) or s.get("value") is None:
+                continue
+            d = decimals_for(s.get("ci_low"), s.get("ci_high"))
+            ci = f"[{_cell(s['ci_low'], d)}, {_cell(s['ci_high'], d)}]" if d is not None else ""
+            lines.append(f"| {task} | {headline_name(task, s['name']) or s['name']} | {_cell(s['value'], d)} "
+                         f"| {ci} | {_cell(s.get('floor'), d)} | {_cell(s.get('ceiling'), d)} "
+                         f"| {s.get('n', '')} | {s.get('nulls', '')} |")
+    return "\n".join(lines)
+
+
+def record_key_order() -> list[str]:
+    from ..trials import records
+
+    schema = json.loads((Path(records.__file__).parent / "trial_record.schema.json").read_text())
+    return list(schema["properties"])
+
+
+def ordered_record(record: dict[str, Any], order: list[str]) -> dict[str, Any]:
+    """The record's keys in the schema's order (identity, response, correctness first)."""
+    return {**{k: record[k] for k in order if k in record},
+            **{k: v for k, v in record.items() if k not in order}}
+
+
+def records_table(records: list[dict[str, Any]], order: list[str]) -> dict[str, list[Any]]:
+    """Columns for ``mlflow.log_table``: nested values as compact JSON, so every cell is a scalar."""
+    rows = [ordered_record(r, order) for r in records]
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+
+    def cell(v: Any) -> Any:
+        return json.dumps(v, separators=(",", ":")) if isinstance(v, (dict, list)) else v
+
+    return {k: [cell(r.get(k)) for r in rows] for k in keys}
 
 
 def tracking_uri(configured: str | None) -> str:
@@ -58,7 +177,10 @@ def open_store(uri: str, experiment: str) -> str:
             # MLflow would put artifacts in ./mlruns of whatever directory the run starts from;
             # keep them beside the database instead, so a store is one self-contained folder
             mlflow.create_experiment(experiment, artifact_location=(db.parent.resolve() / "mlartifacts").as_uri())
-        return mlflow.set_experiment(experiment).experiment_id
+        exp = mlflow.set_experiment(experiment)
+        if exp.tags.get(EXPERIMENT_KIND[0]) != EXPERIMENT_KIND[1]:
+            mlflow.set_experiment_tag(*EXPERIMENT_KIND)
+        return exp.experiment_id
 
 
 def _owner_tags() -> dict[str, str]:
@@ -146,7 +268,7 @@ class BatteryRun:
         import mlflow
 
         self.mlflow = mlflow
-        open_store(uri, experiment)
+        self.experiment_id = open_store(uri, experiment)
         self.run_name = run_name
         self.tags = {**tags, **_owner_tags()}
         self.resume = resume
@@ -189,18 +311,41 @@ class BatteryRun:
 
     def log_task(self, task_id: str, scores, records: list[dict], extra_metrics: dict[str, float],
                  figures: dict[str, Any], records_path: Path) -> None:
-        metrics: dict[str, float] = {}
-        for s in scores:
-            metrics.update(s.metrics(task_id))
+        metrics = score_metrics(task_id, scores)
         n = len(records)
         nulls = sum(r["parse_status"] != "ok" for r in records)
         metrics[f"{task_id}/n"] = float(n - nulls)
-        metrics[f"{task_id}/null_rate"] = nulls / n if n else 0.0
+        metrics[f"{task_id}/null_rate"] = rounded(nulls / n, None) if n else 0.0
         metrics.update(extra_metrics)
         self.mlflow.log_metrics(metrics)
-        self.mlflow.log_artifact(str(records_path), artifact_path="records")
+        self._add_headline_columns(sorted(k for k in metrics if "/" not in k))
+        order = record_key_order()
+        with tempfile.TemporaryDirectory() as tmp:
+            # the artifact viewer shows a line's start: identity, response and correctness first
+            copy = Path(tmp) / records_path.name
+            copy.write_text("".join(json.dumps(ordered_record(r, order)) + "\n" for r in records))
+            self.mlflow.log_artifact(str(copy), artifact_path="records")
+        if records:
+            # log_table refuses ':' (a task variant BASE:NAME) in file names
+            self.mlflow.log_table(records_table(records, order),
+                                  artifact_file=f"tables/{records_path.stem.replace(':', '--')}.json")
         for name, fig in figures.items():
             self.mlflow.log_figure(fig, f"figures/{name}")
+
+    def _add_headline_columns(self, names: list[str]) -> None:
+        """Keep the experiment's shared runs-table view listing every headline metric logged so far."""
+        if not names:
+            return
+        client = self.mlflow.MlflowClient()
+        current = client.get_experiment(self.experiment_id).tags.get(SHARED_VIEW_TAG)
+        state = json.loads(current) if current else {"selectedColumns": []}
+        columns = [f"metrics.`{n}`" for n in names]
+        if all(c in state["selectedColumns"] for c in columns):
+            return
+        state["selectedColumns"] = list(dict.fromkeys([*state["selectedColumns"], *columns]))
+        # wide enough for the whole name (the default width cuts "count.capacity")
+        state["columnWidths"] = {**state.get("columnWidths", {}), **{c: 40 + 8 * len(n) for c, n in zip(columns, names)}}
+        client.set_experiment_tag(self.experiment_id, SHARED_VIEW_TAG, json.dumps(state))
 
     def log_battery(self, *, intervals: dict[str, Any], recipe: dict, recipe_sha256: str,
                     stimulus_sets: dict[str, str]) -> None:
@@ -222,3 +367,73 @@ class BatteryRun:
                                          if k != "epoch" and v is not None and v == v}, step=step)
         for name, path in artifacts.items():
             self.mlflow.log_artifact(str(path), artifact_path=f"models/{task_id}")
+
+
+def runs_table_url(base: str, experiment_id: str) -> str:
+    """The experiment's runs table (not the GenAI overview) with the headline metric columns."""
+    return (f"{base}/#/experiments/{experiment_id}/runs"
+            f"?viewStateShareKey={SHARED_VIEW_KEY}&workflowType=machine_learning")
+
+
+def ui_server_command(uri: str, port: int) -> list[str]:
+    """A light ``mlflow server`` on 127.0.0.1 for a store: one worker and no job runners
+    (``mlflow ui`` starts about 15 processes)."""
+    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,
+           "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    if uri.startswith("sqlite:///"):  # experiments made in the UI keep artifacts beside the db
+        db = Path(uri.removeprefix("sqlite:///")).resolve()
+        cmd += ["--default-artifact-root", (db.parent / "mlartifacts").as_uri(), "--no-serve-artifacts"]
+    return cmd
+
+
+UI_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+
+
+def serve_ui(uri: str, *, port: int, experiment: str, echo: Callable[[str], None] = print) -> int:
+    """Start the UI server for ``uri``, print the runs table's URL, serve until interrupted."""
+    import signal
+    import subprocess
+    import time
+    import urllib.request
+
+    from ..errors import GestaltError
+
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+        raise GestaltError(f"{uri}: no MLflow store here (run a recipe first, or pass --uri)")
+    from mlflow import MlflowClient
+
+    exp = MlflowClient(uri).get_experiment_by_name(experiment)
+    if exp is None:
+        raise GestaltError(f"{uri}: no experiment {experiment!r} (--experiment names another)")
+    base = f"http://127.0.0.1:{port}"
+    # the server runs in its own process group (it forks uvicorn), stopped as a whole below; a
+    # SIGTERM to this process must reach that cleanup too, not leave the server behind
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    proc = subprocess.Popen(ui_server_command(uri, port), env={**os.environ, **UI_ENV},
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                raise GestaltError(f"mlflow server exited with {proc.returncode} (is port {port} free? --port)")
+            try:
+                with urllib.request.urlopen(f"{base}/health", timeout=2) as reply:
+                    if reply.read().strip() == b"OK":
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise GestaltError(f"mlflow server on port {port}: not up after 120 s")
+            time.sleep(0.25)
+        echo(f"MLflow UI for {uri}: {runs_table_url(base, exp.experiment_id)}  (Ctrl-C stops it)")
+        return proc.wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()

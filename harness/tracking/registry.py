@@ -12,10 +12,11 @@ For one FINISHED battery run:
    re-logged with their original timestamps, so the run's own metric history gains no points
    (MLflow drops exact duplicates) while the LoggedModel gets them; the run records the model and
    the stimulus sets as its inputs.
-3. ``mlflow.register_model("models:/<model_id>", name)``, an alias on that version, and version
-   tags. Registered versions carry no metrics in the OSS store (platform.md 1.9), so the headline
-   numbers are mirrored into version tags ``gestalt.<task>/<score>`` (+ ``_ci_low``/``_ci_high``)
-   and ``gestalt.<task>/null_rate``. Registering the same run again reuses its version.
+3. ``mlflow.register_model("models:/<model_id>", name)``, an alias on that version, identity and
+   provenance as version tags. Registered versions carry no metrics in the OSS store (platform.md
+   1.9), so the headline scores are the version's description, a Markdown table MLflow renders
+   (:func:`~harness.tracking.mlflow_run.scorecard_markdown`). Registering the same run again
+   reuses its version.
 
 Known MLflow 3.17.2 bug (platform.md 1.9): ``search_logged_models(datasets=[{"dataset_name":
 ...}])`` finds nothing through a tracking server unless ``dataset_digest`` is passed too;
@@ -30,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import math
 import os
 import re
 import tempfile
@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import GestaltError
+from .mlflow_run import scorecard_markdown
 
 DIGEST_CHARS = 36  # MLflow's dataset digest columns are String(36)
 ALIAS = re.compile(r"^[\w-]+$")
@@ -101,13 +102,9 @@ def quiet_downloads() -> Iterator[None]:
             os.environ[key] = previous
 
 
-def _fmt(v: float) -> str:
-    return repr(float(v))
-
-
-def version_tags(run, intervals: dict[str, Any]) -> dict[str, str]:
-    """Identity and provenance of the battery plus its headline numbers, as version tags."""
-    params, tags, metrics = run.data.params, run.data.tags, run.data.metrics
+def version_tags(run) -> dict[str, str]:
+    """Identity and provenance of the battery, as version tags (the scores are the description)."""
+    params, tags = run.data.params, run.data.tags
     out = {
         "gestalt.model": tags["gestalt.model"],
         "gestalt.model_version": params.get("model_version", ""),
@@ -118,20 +115,6 @@ def version_tags(run, intervals: dict[str, Any]) -> dict[str, str]:
         "gestalt.stimulus_sets_sha256": tags.get("gestalt.stimulus_sets_sha256", ""),
         "gestalt.harness_version": params.get("harness_version", ""),
     }
-    for task, entry in intervals.items():
-        if "unavailable" in entry:
-            out[f"gestalt.{task}/unavailable"] = str(entry["unavailable"])[:5000]
-            continue
-        if f"{task}/null_rate" in metrics:
-            out[f"gestalt.{task}/null_rate"] = _fmt(metrics[f"{task}/null_rate"])
-        for s in entry.get("scores", []):
-            if not is_headline_name(s["name"]) or s.get("value") is None:
-                continue
-            key = f"gestalt.{task}/{s['name']}"
-            out[key] = _fmt(s["value"])
-            for bound in ("ci_low", "ci_high"):
-                if s.get(bound) is not None and not math.isnan(s[bound]):
-                    out[f"{key}_{bound}"] = _fmt(s[bound])
     return out
 
 
@@ -212,13 +195,18 @@ def register_scorecard(tracking_uri: str, run_id: str, name: str | None = None,
                                                                   tmp)).read_text())
         except Exception as e:  # the store's own error type differs by backend
             raise RegistryError(f"run {run_id}: no intervals.json artifact ({e})") from None
-    vtags = version_tags(run, intervals)
+    vtags = version_tags(run)
     with _tracking(tracking_uri) as mlflow:
         lm = logged_model_for(mlflow, run, run.info.experiment_id)
         link_metrics(mlflow, client, run, lm.model_id, intervals)
         existing = [v for v in client.search_model_versions(f"name = '{name}'")
                     if v.tags.get("gestalt.run_id") == run.info.run_id]
-        mv = existing[0] if existing else mlflow.register_model(f"models:/{lm.model_id}", name, tags=vtags)
+        if existing:
+            mv = existing[0]
+        else:
+            mv = mlflow.register_model(f"models:/{lm.model_id}", name, tags=vtags)
+            client.update_model_version(name, mv.version, description=scorecard_markdown(
+                tags["gestalt.model"], run.info.run_id, intervals, is_headline_name))
     client.set_registered_model_alias(name, alias, mv.version)
     return Scorecard(name=name, version=str(mv.version), alias=alias, model_id=lm.model_id,
                      run_id=run.info.run_id, tags=vtags)

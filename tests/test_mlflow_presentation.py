@@ -1,0 +1,72 @@
+"""What a battery run looks like in MLflow: short headline names that stay distinct when the UI
+truncates them, values rounded to what their interval justifies, the experiment opening on the
+runs table, and records whose lines start with the trial's identity, response and correctness."""
+
+import json
+
+
+def test_headline_names_are_short_and_distinct_when_truncated():
+    from harness.tracking.mlflow_run import HEADLINE_METRICS, headline_name
+
+    names = list(HEADLINE_METRICS.values())
+    assert len({n[:12] for n in names}) == len(names) and max(map(len, names)) <= 15
+    assert headline_name("closure.nat.silhouette", "kappa") == "sil.kappa"
+    assert headline_name("similarity.chart.series_count", "capacity") == "count.capacity"
+    assert headline_name("ratio.chart.grape_type1:step_c", "mlae") == "grape1.mlae:step_c"
+    assert headline_name("closure.nat.silhouette", "kappa_pairwise") is None
+
+
+def test_values_are_rounded_to_their_interval():
+    from harness.scores.record import Score
+    from harness.tracking.mlflow_run import score_metrics
+
+    s = Score(name="kappa", value=0.24240012, ci_low=0.1401, ci_high=0.3512, n=80, nulls=0, method="m",
+              version="1", ceiling=0.49250001, floor=0.0)
+    m = score_metrics("closure.nat.silhouette", [s])
+    # half-width 0.11 (two significant digits) -> 2 decimals, for the value and its bounds alike;
+    # the human ceiling is not this estimate: four significant digits
+    assert m["sil.kappa"] == m["closure.nat.silhouette/kappa"] == 0.24
+    assert m["closure.nat.silhouette/kappa_ci_low"] == 0.14 and m["closure.nat.silhouette/kappa_ceiling"] == 0.4925
+    tight = Score(name="B", value=0.61234567, ci_low=0.6101, ci_high=0.6145, n=9000, nulls=0, method="m",
+                  version="1")
+    assert score_metrics("similarity.chart.mark_color", [tight])["color.B"] == 0.6123
+    bare = Score(name="mae", value=5.0749999, ci_low=None, ci_high=None, n=40, nulls=0, method="m", version="1")
+    assert score_metrics("similarity.chart.series_count", [bare])["similarity.chart.series_count/mae"] == 5.075
+
+
+def test_battery_run_sets_kind_view_key_order_and_table(tmp_path):
+    from mlflow import MlflowClient
+
+    from harness.tracking.mlflow_run import SHARED_VIEW_TAG, BatteryRun
+    from harness.trials.records import RecordStore
+    from tests.test_cli import write_modal_human_records
+    from tests.test_reports import battery_scores
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    path = write_modal_human_records(tmp_path / "closure.nat.silhouette.jsonl")
+    records = RecordStore(path).read()
+    with BatteryRun(uri=uri, experiment="present", run_name="m", tags={"gestalt.model": "m"}) as run:
+        run.log_task("closure.nat.silhouette", battery_scores(0.5)["closure.nat.silhouette"], records, {}, {},
+                     path)
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("present")
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
+    view = json.loads(exp.tags[SHARED_VIEW_TAG])
+    assert view["selectedColumns"] == ["metrics.`sil.B`", "metrics.`sil.kappa`"]
+
+    local = client.download_artifacts(run.run_id, "records/closure.nat.silhouette.jsonl", str(tmp_path / "a"))
+    first = json.loads(open(local).readline())
+    assert list(first)[:6] == ["stimulus_id", "rep", "model", "response", "ground_truth", "correct"]
+    assert first == records[0]  # the same record, keys reordered
+    table = json.loads(open(client.download_artifacts(run.run_id, "tables/closure.nat.silhouette.json",
+                                                      str(tmp_path / "b"))).read())
+    assert table["columns"][:4] == ["stimulus_id", "rep", "model", "response"] and len(table["data"]) == 80
+    assert json.loads(table["data"][0][table["columns"].index("run_meta")]) == records[0]["run_meta"]
+
+
+def test_ui_refuses_a_missing_store_in_one_line(tmp_path):
+    from tests.test_cli import gestalt
+
+    res = gestalt("ui", "--uri", f"sqlite:///{tmp_path}/none.db")
+    assert res.returncode == 2 and "no MLflow store here" in res.stderr and len(res.stderr.splitlines()) == 1
+    assert not (tmp_path / "none.db").exists()
