@@ -7,6 +7,8 @@ environment accelerate reads (gloo on CPU, NCCL on GPUs), on 127.0.0.1 only.
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import socket
 import subprocess
@@ -39,9 +41,7 @@ class Dist:
         want = os.environ.get("GESTALT_DEVICE", "auto")
         if want != "auto":
             return want
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        return _auto_device()
 
     def barrier(self) -> None:
         if self._state:
@@ -105,3 +105,14 @@ def launch(n: int, argv: list[str], device: str = "cpu") -> int:
         procs.append(subprocess.Popen([sys.executable, "-m", "harness.cli", *argv], env=env))
     codes = [p.wait() for p in procs]
     return next((c for c in codes if c), 0)
+
+
+@functools.cache
+def _auto_device() -> str:
+    """`device: auto`: the GPU when torch sees one, else the CPU, said once (not silently slow)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    logging.getLogger("harness").info("device auto: no CUDA GPU visible to torch; running on the CPU")
+    return "cpu"
