@@ -114,7 +114,7 @@ def test_offline_flag_on_the_command_line(mirror, tmp_path):
     done = subprocess.run([sys.executable, "-m", "harness.cli", "--offline", "stimuli",
                            "similarity.chart.mark_color", "--out", str(tmp_path / "out"),
                            "--root", str(tmp_path / "root")],
-                          capture_output=True, text=True, env=env, timeout=120)
+                          capture_output=True, text=True, check=False, env=env, timeout=120)
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("gestalt: error:") and done.stderr.count("\n") == 1, done.stderr
     assert "gestalt data pull perceptual-kernels" in done.stderr and mirror.requests == []
@@ -190,7 +190,7 @@ def test_data_verify_names_every_bad_file(tmp_path):
     with open(mirror / RELEASE / bad[2], "ab") as f:
         f.write(b" ")
     done = subprocess.run([sys.executable, "-m", "harness.cli", "data", "verify", RELEASE,
-                           "--mirror", str(mirror)], capture_output=True, text=True, timeout=120)
+                           "--mirror", str(mirror)], capture_output=True, text=True, check=False, timeout=120)
     assert done.returncode == 2
     lines = done.stderr.splitlines()
     assert f"{mirror / RELEASE / bad[0]}: missing" in lines
