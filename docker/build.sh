@@ -147,4 +147,4 @@ else
   size=$(podman image inspect --format '{{.Size}}' "$TAG")
   store=$(buildah info --format '{{.store.GraphRoot}}')
 fi
-echo "build.sh: built $TAG in $seconds s; image $((size / 1000000)) MB; $store holds $(du -sh "$store" | cut -f1)"
+echo "build.sh: built $TAG in $seconds s; image $((size / 1000000)) MB; $store holds $(du -shx "$store" | cut -f1)"
