@@ -21,6 +21,7 @@ COPY docker/install.sh docker/
 RUN --mount=type=cache,id=gestalt-pip,target=/root/.cache/pip \
     --mount=type=secret,id=pip_conf,target=/run/secrets/pip.conf \
     --mount=type=secret,id=ca_bundle,target=/run/secrets/ca.crt \
+    --mount=type=secret,id=pip_constraints,target=/run/secrets/pip-constraints.txt \
     if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi && \
     if [ -s /run/secrets/ca.crt ]; then export PIP_CERT=/run/secrets/ca.crt; fi && \
     bash docker/install.sh deps
@@ -34,6 +35,7 @@ COPY recipes recipes/
 RUN --mount=type=cache,id=gestalt-pip,target=/root/.cache/pip \
     --mount=type=secret,id=pip_conf,target=/run/secrets/pip.conf \
     --mount=type=secret,id=ca_bundle,target=/run/secrets/ca.crt \
+    --mount=type=secret,id=pip_constraints,target=/run/secrets/pip-constraints.txt \
     if [ -s /run/secrets/pip.conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip.conf; fi && \
     if [ -s /run/secrets/ca.crt ]; then export PIP_CERT=/run/secrets/ca.crt; fi && \
     bash docker/install.sh env

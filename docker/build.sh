@@ -66,6 +66,10 @@ for line in out.splitlines():
         if key == "cert":
             cert = value
             continue
+        if key == "constraint":  # a file: a secret too (a bind-mounted file leaves its mount point)
+            with open(value, "rb") as src, open(os.path.join(work, "constraints"), "wb") as dst:
+                dst.write(src.read())
+            value = "/run/secrets/pip-constraints.txt"
         conf["global"][key] = value
 with open(os.path.join(work, "pip.conf"), "w") as f:
     conf.write(f)
@@ -73,12 +77,14 @@ paths = set()
 for value in conf["global"].values():
     for word in value.split():
         path = word.removeprefix("file://")
-        if path.startswith("/") and os.path.exists(path):
+        if path.startswith("/") and os.path.isdir(path):
             path = os.path.realpath(path)
             # a local PEP 503 index (.../simple) links to its wheels beside it
             paths.add(os.path.dirname(path) if os.path.basename(path) == "simple" else path)
 with open(os.path.join(work, "mounts"), "w") as f:
     f.write("".join(f"{p}\n" for p in sorted(paths)))
+if not os.path.exists(os.path.join(work, "constraints")):
+    open(os.path.join(work, "constraints"), "w").close()
 with open(os.path.join(work, "cert"), "w") as f:
     f.write(cert or os.environ.get("SSL_CERT_FILE", ""))
 EOF
@@ -94,6 +100,7 @@ args=(
   --build-context "mirror=${MIRROR:-$WORK/empty}"
   --secret "id=pip_conf,src=$WORK/pip.conf"
   --secret "id=ca_bundle,src=$CERT"
+  --secret "id=pip_constraints,src=$WORK/constraints"
   --secret "id=hf_token,src=$HF_TOKEN_FILE"
 )
 

@@ -150,7 +150,8 @@ def test_machine_files_reach_the_build_as_secrets_and_mounts_only():
     mirror is a bind mount; no COPY or ADD names a path outside the context."""
     for name in ("deps", "builder"):
         (run,) = [c.original for c in stage(name)[2] if c.cmd == "RUN"]
-        assert "type=secret,id=pip_conf" in run and "type=secret,id=ca_bundle" in run, name
+        for secret in ("pip_conf", "ca_bundle", "pip_constraints"):
+            assert f"type=secret,id={secret}" in run, (name, secret)
     (assets_run,) = [c.original for c in stage("assets")[2] if c.cmd == "RUN"]
     assert "type=bind,from=mirror" in assets_run
     for _, _, cmds in stages():
