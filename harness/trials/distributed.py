@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
+import logging
 import os
 import signal
 import socket
@@ -87,9 +89,7 @@ class Dist:
         want = os.environ.get("GESTALT_DEVICE", "auto")
         if want != "auto":
             return want
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        return _auto_device()
 
     def barrier(self) -> None:
         if self._state:
@@ -162,3 +162,14 @@ def launch(n: int, argv: list[str], device: str = "cpu") -> int:
             p.wait()
         raise
     return next((c for c in codes if c), 0)
+
+
+@functools.cache
+def _auto_device() -> str:
+    """`device: auto`: the GPU when torch sees one, else the CPU, said once (not silently slow)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    logging.getLogger("harness").info("device auto: no CUDA GPU visible to torch; running on the CPU")
+    return "cpu"

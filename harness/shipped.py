@@ -1,0 +1,48 @@
+"""Recipes shipped with the package, so ``gestalt recipe full.yaml`` works from any directory and
+in the image exactly as the design card writes it.
+
+``harness/shipped_recipes`` links to the repository's ``recipes/``: a checkout reads them in place,
+an installed wheel carries them as package data.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from .errors import GestaltError
+
+SUFFIX = ".yaml"
+
+
+def shipped_dir() -> Path:
+    return Path(str(resources.files("harness").joinpath("shipped_recipes")))
+
+
+def shipped_recipes() -> dict[str, Path]:
+    """Shipped recipe name (file stem) -> file, sorted by name."""
+    return {p.stem: p for p in sorted(shipped_dir().glob(f"*{SUFFIX}"))}
+
+
+def resolve_recipe(name: str) -> Path:
+    """A path that exists wins; else a bare name (``full``, ``full.yaml``) names a shipped recipe.
+
+    A path with a folder part is returned as given: the loader's "recipe file not found" names it."""
+    path = Path(name)
+    if path.exists() or path.parent != Path("."):
+        return path
+    shipped = shipped_recipes()
+    stem = name.removesuffix(SUFFIX)
+    if stem in shipped:
+        return shipped[stem]
+    raise GestaltError(f"{name}: recipe file not found here, and no shipped recipe of that name "
+                       f"(shipped: {', '.join(shipped)}; see `gestalt recipes`)")
+
+
+def describe(path: Path) -> str:
+    """The recipe's one-line ``description`` (empty when it has none)."""
+    with open(path, encoding="utf-8") as f:
+        data = yaml.safe_load(f)
+    return str(data.get("description", "")) if isinstance(data, dict) else ""
