@@ -19,7 +19,7 @@ def test_variant_runs_beside_its_base_through_records_and_mlflow(tmp_path, capsy
     from harness.cli import main
     from harness.recipes import load_recipe
     from harness.run import run_recipe
-    from harness.tracking.registry import register_scorecard
+    from harness.tracking.scorecards import register_scorecard
     from harness.trials.records import validate
 
     sizes = {"n_train": 32, "n_val": 16, "n_test": 20}
@@ -29,9 +29,9 @@ def test_variant_runs_beside_its_base_through_records_and_mlflow(tmp_path, capsy
                     "batch_size": 64,
                     "options": {"conv": [4], "hidden": 8, "max_epochs": 1, "patience": 1,
                                 "batch_size": 16, "lr": 1.0e-3}}],
-        "task_options": {BASE: {**sizes, "generation": {"checkpoint_dir": str(tmp_path / "ckpt")}},
+        "task_options": {BASE: {**sizes, "readout": {"checkpoint_dir": str(tmp_path / "ckpt")}},
                          VARIANT: {**sizes, "values": "random", "marked": "adjacent",
-                                   "generation": {"checkpoint_dir": str(tmp_path / "ckpt")}}},
+                                   "readout": {"checkpoint_dir": str(tmp_path / "ckpt")}}},
         "bootstrap": {"n_boot": 200},
         "runtime": {"progress": False, "device": "cpu"}, "data": {"mirror": str(MIRROR)},
         "tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db", "experiment": "variants"},

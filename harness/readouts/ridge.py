@@ -17,6 +17,7 @@ both). A non-finite prediction is a null.
 from __future__ import annotations
 
 import math
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -83,6 +84,7 @@ class RidgeCV:
 class RidgeProbe(Readout):
     name = "ridge"
     capability = "embed"
+    OPTIONS: ClassVar[dict[str, Any]] = {"alphas": ALPHAS, "folds": FOLDS, "round": None, "clip": None}
 
     def __init__(self, stimset, **options):
         super().__init__(stimset, **options)

@@ -22,8 +22,9 @@ from itertools import combinations
 
 import numpy as np
 
-from .bootstrap import N_BOOT_DEFAULT, N_BOOT_KAPPA, Statistic, bootstrap, paired_difference
+from .bootstrap import N_BOOT_DEFAULT, Statistic, bootstrap, paired_difference
 from .record import Score
+from .tasks import Bootstrap
 
 _EPS = 1e-12
 
@@ -115,14 +116,14 @@ def parseable(records: list[dict]) -> tuple[list[dict], int]:
 
 # -- the silhouette scorer ----------------------------------------------------------------------
 
-def score_classification_vs_observers(records: list[dict], stimset, *, seed: int = 0,
-                                      n_boot: int = N_BOOT_DEFAULT,
-                                      n_boot_kappa: int = N_BOOT_KAPPA) -> list[Score]:
+def score_classification_vs_observers(records: list[dict], stimset, *,
+                                      boot: Bootstrap = Bootstrap()) -> list[Score]:
     """Accuracy, B vs the modal response, kappa (both forms) and the human ceilings.
 
     Records must cover the test split once each; nulls are excluded from every statistic and
     counted. Human arrays are restricted to the same parseable items as the model.
     """
+    seed, n_boot, n_boot_kappa = boot.seed, boot.n, boot.n_kappa
     test = stimset.test
     index = {s.stimulus_id: i for i, s in enumerate(test)}
     missing = set(index) - {r["stimulus_id"] for r in records}

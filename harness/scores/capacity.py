@@ -26,8 +26,9 @@ from __future__ import annotations
 import numpy as np
 
 from .agreement import mean_stat, null_bracket, parseable
-from .bootstrap import N_BOOT_DEFAULT, bootstrap, percentile_ci
+from .bootstrap import bootstrap, percentile_ci
 from .record import Score
+from .tasks import Bootstrap
 
 FAIL_BELOW = 0.5
 
@@ -53,8 +54,8 @@ def capacity(levels: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return np.where(censored, levels[-1], below), censored
 
 
-def score_capacity(records: list[dict], stimset, *, seed: int = 0,
-                   n_boot: int = N_BOOT_DEFAULT) -> list[Score]:
+def score_capacity(records: list[dict], stimset, *, boot: Bootstrap = Bootstrap()) -> list[Score]:
+    seed, n_boot = boot.seed, boot.n
     test = stimset.test
     index = {s.stimulus_id: i for i, s in enumerate(test)}
     unknown = [r["stimulus_id"] for r in records if r["stimulus_id"] not in index]

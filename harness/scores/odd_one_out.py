@@ -25,8 +25,9 @@ from __future__ import annotations
 import numpy as np
 
 from .agreement import mean_stat, null_bracket, parseable
-from .bootstrap import N_BOOT_DEFAULT, bootstrap
+from .bootstrap import bootstrap
 from .record import Score
+from .tasks import Bootstrap
 
 POSITIONS = (1, 2, 3)
 
@@ -55,8 +56,8 @@ def loo_majority_agreement(votes: np.ndarray) -> np.ndarray:
     return agree / v.sum(axis=1)
 
 
-def score_odd_one_out(records: list[dict], stimset, *, seed: int = 0,
-                      n_boot: int = N_BOOT_DEFAULT) -> list[Score]:
+def score_odd_one_out(records: list[dict], stimset, *, boot: Bootstrap = Bootstrap()) -> list[Score]:
+    seed, n_boot = boot.seed, boot.n
     human = stimset.human
     test = stimset.test
     ids = [str(x) for x in human["stimulus_ids"]]

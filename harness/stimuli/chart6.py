@@ -62,6 +62,7 @@ from PIL import Image
 from ..sources import DataError, Sources
 from ..sources.store import file_sha256
 from .base import Prompt, Stimulus, StimulusSet
+from .registry import NoOptions, TaskOptions
 
 VERSION = "1"
 BATTERY = "chart6"
@@ -386,6 +387,10 @@ def _build_lab_mc(sources: Sources, key: str, seed: int, human_sample: str) -> S
     return _stimset(test, stimuli, human, seed, f"{human_sample}.{key}")
 
 
+class LabOptions(TaskOptions):
+    human_sample: str = "cogsci2025"  # GGR/VLAT also take the COGSCI2024_GROUPS
+
+
 def build_ggr(sources: Sources, seed: int = 0, human_sample: str = "cogsci2025") -> StimulusSet:
     return _build_lab_mc(sources, "ggr", seed, human_sample)
 
@@ -461,6 +466,9 @@ def _responses_human(stimuli: list[Stimulus], sample: str,
     return _human(stimuli, sample, participant_rows=rows)
 
 
+HolfOptions = NoOptions
+
+
 def build_holf(sources: Sources, seed: int = 0) -> StimulusSet:
     test = TESTS["holf"]
     rows = _read_csv(sources.path("holf", "questions.csv"))
@@ -517,6 +525,10 @@ def _read_responses(path: Path) -> list[tuple[str, str, str, str]]:
     return [(r["participant_id"], r["question"], r["image_file"], r["response"]) for r in rows]
 
 
+class HolfMultiOptions(TaskOptions):
+    osf_root: Path | None = None
+
+
 def build_holf_multi(sources: Sources, seed: int = 0, osf_root: str | Path | None = None) -> StimulusSet:
     test = TESTS["holf_multi"]
     root = _root(osf_root, OSF_ENV)
@@ -550,6 +562,11 @@ def _chartqa_graph_type(chart_type: str, where: str) -> str:
         if token in chart_type.lower().split("_"):
             return graph
     raise DataError(f"{where}: unknown chart type {chart_type!r}")
+
+
+class ChartQAOptions(TaskOptions):
+    chartqa_root: Path | None = None
+    osf_root: Path | None = None
 
 
 def build_chartqa_human(sources: Sources, seed: int = 0, chartqa_root: str | Path | None = None,

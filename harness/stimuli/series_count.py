@@ -27,12 +27,15 @@ Design (every number below is a module constant or a build option):
 from __future__ import annotations
 
 from functools import partial
+from typing import Annotated
 
 import numpy as np
 from PIL import Image, ImageDraw
+from pydantic import Field
 
 from ..sources import Sources
 from .base import Prompt, Stimulus, StimulusSet
+from .registry import TaskOptions
 
 TASK_ID = "similarity.chart.series_count"
 VERSION = "1"
@@ -111,6 +114,12 @@ def make_stimulus(seed: int, split: str, index: int, k: int) -> Stimulus:
         ),
         meta={"k": k, "colors": series_colors, "series_sizes": sizes},
     )
+
+
+class Options(TaskOptions):
+    n_test: int = Field(N_TEST, ge=1)
+    n_train: int = Field(N_TRAIN, ge=0)
+    k_values: tuple[Annotated[int, Field(ge=1, le=len(PALETTE))], ...] = Field(K_VALUES, min_length=1)
 
 
 def build(sources: Sources | None = None, seed: int = 0, n_test: int = N_TEST,

@@ -37,10 +37,12 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+from pydantic import Field, field_validator
 
 from ..sources import DataError, Sources
 from .base import Prompt, Stimulus, StimulusSet
 from .montage import majority, montage_of, position_of, position_order, to_positions
+from .registry import TaskOptions
 
 TASK_ID = "similarity.nat.things"
 VERSION = "1"
@@ -119,6 +121,18 @@ def concept_image(root: Path, concept: str) -> Path:
 
 def _unavailable_image(message: str):
     raise FileNotFoundError(message)
+
+
+class Options(TaskOptions):
+    n_triplets: int | None = Field(None, ge=1)
+    image_root: Path | None = None  # else $GESTALT_THINGS_IMAGES; without either, no images
+
+    @field_validator("image_root")
+    @classmethod
+    def _a_folder(cls, v: Path | None) -> Path | None:
+        if v is not None and not v.expanduser().is_dir():
+            raise ValueError(f"{v}: THINGS image root is not a folder")
+        return v
 
 
 def build(sources: Sources, seed: int = 0, n_triplets: int | None = None,

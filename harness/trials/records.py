@@ -20,6 +20,7 @@ from typing import Any, Iterable
 
 from .. import __version__
 from ..errors import GestaltError
+from ..stimuli.registry import TASK_ID_PATTERN
 
 
 class RecordError(GestaltError, ValueError):
@@ -28,7 +29,9 @@ class RecordError(GestaltError, ValueError):
 
 @lru_cache(maxsize=1)
 def schema() -> dict:
-    return json.loads(resources.files("harness.trials").joinpath("trial_record.schema.json").read_text())
+    out = json.loads(resources.files("harness.trials").joinpath("trial_record.schema.json").read_text())
+    out["properties"]["task_id"]["pattern"] = TASK_ID_PATTERN  # one definition, checked at declaration
+    return out
 
 
 @lru_cache(maxsize=1)

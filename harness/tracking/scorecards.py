@@ -1,4 +1,4 @@
-"""``gestalt register``: a model's alignment scorecard in MLflow (SPEC 8, reference/platform.md 1.9).
+"""``gestalt register``: a model's alignment scorecard in MLflow (docs/design.md, "Scorecards").
 
 For one FINISHED battery run:
 
@@ -13,11 +13,11 @@ For one FINISHED battery run:
    (MLflow drops exact duplicates) while the LoggedModel gets them; the run records the model and
    the stimulus sets as its inputs.
 3. ``mlflow.register_model("models:/<model_id>", name)``, an alias on that version, and version
-   tags. Registered versions carry no metrics in the OSS store (platform.md 1.9), so the headline
+   tags. Registered versions carry no metrics in the OSS store (docs/design.md, "MLflow notes"), so the headline
    numbers are mirrored into version tags ``gestalt.<task>/<score>`` (+ ``_ci_low``/``_ci_high``)
    and ``gestalt.<task>/null_rate``. Registering the same run again reuses its version.
 
-Known MLflow 3.17.2 bug (platform.md 1.9): ``search_logged_models(datasets=[{"dataset_name":
+Known MLflow 3.17.2 bug (docs/design.md, "MLflow notes"): ``search_logged_models(datasets=[{"dataset_name":
 ...}])`` finds nothing through a tracking server unless ``dataset_digest`` is passed too;
 :func:`find_scorecards` always passes both.
 
@@ -39,16 +39,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import GestaltError
+from ..scores.tasks import family_of
 
 DIGEST_CHARS = 36  # MLflow's dataset digest columns are String(36)
 ALIAS = re.compile(r"^[\w-]+$")
-DETAIL = re.compile(r"^a_k\d+$|[/.]")  # per-level curves (a_k07) and breakdowns (graph_type/bar/...)
-
-
-def is_headline_name(name: str) -> bool:
-    """A model's own headline score: not a per-level/breakdown detail, not a human reference."""
-    return not DETAIL.search(name) and not name.startswith("human_")
-
 
 class RegistryError(GestaltError):
     """A run that cannot be registered as a scorecard, or a bad alias / name."""
@@ -124,8 +118,9 @@ def version_tags(run, intervals: dict[str, Any]) -> dict[str, str]:
             continue
         if f"{task}/null_rate" in metrics:
             out[f"gestalt.{task}/null_rate"] = _fmt(metrics[f"{task}/null_rate"])
+        family = family_of(task)
         for s in entry.get("scores", []):
-            if not is_headline_name(s["name"]) or s.get("value") is None:
+            if family is None or not family.is_headline(s["name"]) or s.get("value") is None:
                 continue
             key = f"gestalt.{task}/{s['name']}"
             out[key] = _fmt(s["value"])
@@ -229,7 +224,7 @@ def find_scorecards(tracking_uri: str, experiment_id: str, task: str, stimulus_s
     """LoggedModels with metrics on a task's stimulus set, best first by ``order_by`` metric.
 
     Passes ``dataset_digest`` with ``dataset_name``: without it MLflow 3.17.2 finds nothing
-    through a tracking server (platform.md 1.9).
+    through a tracking server (docs/design.md, "MLflow notes").
     """
     with _tracking(tracking_uri) as mlflow:
         return mlflow.search_logged_models(
@@ -246,7 +241,7 @@ def register_trained_model(tracking_uri: str, run_id: str, task_id: str, name: s
 
     A raw artifact cannot go through ``mlflow.register_model`` in MLflow 3 ("Unable to find a
     logged_model"), so this uses the verified client path: ``create_registered_model`` then
-    ``create_model_version`` with the artifact URI as source (shared/reference/platform.md).
+    ``create_model_version`` with the artifact URI as source (docs/design.md, "MLflow notes").
     The checkpoint loads with ``torch.load(weights_only=True)``.
     """
     from mlflow import MlflowClient
