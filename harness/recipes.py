@@ -217,8 +217,9 @@ def _scan(root: yaml.Node, file: str) -> dict[tuple, str]:
 
 def _parse(text: str, file: str) -> tuple[Any, dict[tuple, str]]:
     """The value of one YAML document and its line map; any failure is one RecipeError line."""
-    loader = _Loader(text)
+    loader = None
     try:
+        loader = _Loader(text)  # its reader refuses control characters already
         node = loader.get_single_node()
         if node is None:
             return None, {}
@@ -232,7 +233,8 @@ def _parse(text: str, file: str) -> tuple[Any, dict[tuple, str]]:
         problem = getattr(e, "problem", None) or e
         raise RecipeError(f"{where}: not valid YAML ({' '.join(str(problem).split())})") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _read_yaml(path: Path) -> tuple[dict, dict]:
