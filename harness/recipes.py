@@ -357,12 +357,12 @@ def _check_task_options(recipe: Recipe, lines: dict, path: str | Path, file_task
             raise RecipeError(f"{lines.get(('tasks', i), path)}: tasks.{i}: {e}") from None
     tasks = expand(recipe.tasks)
     # `--tasks=[...]` may run a subset of a recipe: the file's other tasks keep their options, unused
-    keyed = [(("task_options", key), key) for key in recipe.task_options]
+    keyed: list[tuple[tuple[str | int, ...], str]] = [(("task_options", key), key) for key in recipe.task_options]
     keyed += [(("models", i, "readouts", key), key) for i, m in enumerate(recipe.models) for key in m.readouts]
-    for place, key in keyed:
+    for at, key in keyed:
         if key not in tasks and key not in file_tasks:
-            where = lines.get(place) or lines.get(place[:-1]) or str(path)
-            raise RecipeError(f"{where}: {'.'.join(map(str, place))}: not a task of this recipe "
+            where = lines.get(at) or lines.get(at[:-1]) or str(path)
+            raise RecipeError(f"{where}: {'.'.join(map(str, at))}: not a task of this recipe "
                               f"(tasks: {', '.join(tasks)})")
     for i, m in enumerate(recipe.models):
         for key, readout in m.readouts.items():
@@ -372,9 +372,9 @@ def _check_task_options(recipe: Recipe, lines: dict, path: str | Path, file_task
     for key in recipe.task_options:
         if key not in tasks:
             continue
-        place = ("task_options", key)
-        readout = recipe.task_options[key].get("readout")
-        if readout is not None and not isinstance(readout, dict):
+        place: tuple[str | int, ...] = ("task_options", key)
+        settings = recipe.task_options[key].get("readout")
+        if settings is not None and not isinstance(settings, dict):
             raise RecipeError(f"{lines.get(place + ('readout',), path)}: task_options.{key}.readout: "
                               f"a mapping of the readout's settings")
         try:

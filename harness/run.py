@@ -116,8 +116,8 @@ def build_readouts(recipe: Recipe, planned: list[Planned], stimsets: dict[str, S
                 p.readouts[task.task_id] = get_readout(name)(stimset, **options)
             except UnknownReadoutOption as e:
                 key = e.keys[0]
-                place = (("task_options", task.task_id, "readout", key) if key in own
-                         else ("models", i, "generation", key))
+                place: tuple[str | int, ...] = (("task_options", task.task_id, "readout", key) if key in own
+                                                 else ("models", i, "generation", key))
                 raise RecipeError(f"{recipe.where(*place)}: {'.'.join(map(str, place))}: {e}") from None
             except (ValueError, TypeError) as e:
                 place = ("task_options", task.task_id, "readout") if own else ("models", i, "generation")
@@ -194,10 +194,10 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
     ctx = (BatteryRun(uri=tracking_uri(recipe.tracking.uri), experiment=recipe.tracking.experiment,
                       run_name=spec.id, tags=tags) if track else contextlib.nullcontext())
     with ctx as run:
-        local_id = run.run_id if track else f"{recipe.name}-{spec.id}-{time.strftime('%Y%m%d-%H%M%S')}"
+        local_id = run.run_id if run is not None else f"{recipe.name}-{spec.id}-{time.strftime('%Y%m%d-%H%M%S')}"
         run_id = dist.gather([local_id])[0]
         result = BatteryResult(spec.id, run_id)
-        if track:
+        if run is not None:
             run.log_params({
                 "model": spec.id, "model_ref": spec.ref, "weights": spec.weights,
                 "weights_revision": spec.revision, "model_version": adapter.model_version,
@@ -230,7 +230,7 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
             intervals[task.task_id] = {"version": stimset.version, "readout": readout,
                                        "stimulus_set_sha256": stimset.sha256,
                                        "scores": [s.to_dict() for s in scores]}
-            if track:
+            if run is not None:
                 history = getattr(adapter.adapter, "history", None)
                 if history or tr.artifacts:
                     run.log_training(task.task_id, history or [], tr.artifacts)
@@ -238,7 +238,7 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
                 run.log_task(task.task_id, scores, tr.records,
                              {f"{task.task_id}/model_calls": float(tr.model_calls)}, figs, store.path)
                 close(figs)
-        if track:
+        if run is not None:
             run.log_battery(intervals=intervals, recipe=recipe.resolved(), recipe_sha256=recipe.sha256,
                             stimulus_sets={t: s.sha256 for t, s in stimsets.items() if not s.unavailable})
     return result
@@ -258,7 +258,7 @@ def summary_table(results: list[BatteryResult]) -> str:
                 ci = f" [{num(s.ci_low)}, {num(s.ci_high)}]" if s.ci_low is not None else ""
                 rows.append((r.model_id, task_id, s.name, num(s.value) + ci, num(s.floor), num(s.ceiling),
                              f"{s.nulls}/{s.n + s.nulls}"))
-        for task_id, why in r.unavailable.items():
+        for task_id in r.unavailable:
             rows.append((r.model_id, task_id, "unavailable", "", "", "", ""))
     header = ("model", "task", "score", "value [95% CI]", "floor", "ceiling", "nulls")
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from .errors import GestaltError
 from .readouts.chart6 import GRID_TEMPERATURES, GRID_TOP_PS, decoding_grid

@@ -53,7 +53,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from PIL import Image
 
@@ -266,7 +267,7 @@ class APIModel:
                     wait = None
                 raise _Retryable(f"http_{e.code}", detail, wait) from None
             raise _Terminal(f"http_{e.code}", detail) from None
-        except (TimeoutError, socket.timeout) as e:
+        except TimeoutError as e:
             raise _Retryable("timeout", f"no response within {self.options['timeout_s']} s") from e
         except urllib.error.URLError as e:
             if isinstance(e.reason, (TimeoutError, socket.timeout)):

@@ -12,7 +12,8 @@ from __future__ import annotations
 import importlib.metadata
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 from PIL import Image
@@ -87,7 +88,7 @@ class TorchEncoder:
             self._model = model.to(self.device, dtype=self.torch_dtype).eval()
         return self._model
 
-    def to(self, device: str) -> "TorchEncoder":
+    def to(self, device: str) -> TorchEncoder:
         self.device = device
         if self._model is not None:
             self._model = self._model.to(device)

@@ -143,7 +143,7 @@ class HFVLM:
         path = snapshot_download(self.spec.name, revision=self.spec.revision)
         return f"{self.spec.id}: fetched {self.spec.name}@{self.spec.revision} -> {path}"
 
-    def to(self, device: str) -> "HFVLM":
+    def to(self, device: str) -> HFVLM:
         self.device = device
         if self._model is not None and "device_map" not in self.spec.options:
             self._model = self._model.to(device)

@@ -45,7 +45,8 @@ import logging
 import math
 import time
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
+from collections.abc import Sequence
 
 import numpy as np
 from PIL import Image

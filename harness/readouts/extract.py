@@ -34,7 +34,8 @@ the adapter is called with ``image=None``. GGR's numeric items use the continuou
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from ..stimuli.chart6 import normalise_text as normalise
 from .parse import OK, Parsed, null, numbers
@@ -56,7 +57,7 @@ def excise_prompt(text: str, prompt: str) -> str:
             continue
         echo = re.compile(r"\s+".join(map(re.escape, words)), re.IGNORECASE)
         last = None
-        for last in echo.finditer(text):
+        for last in echo.finditer(text):  # noqa: B007 (the last match)
             pass
         if last is not None:
             text = text[last.end():]

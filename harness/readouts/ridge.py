@@ -100,7 +100,7 @@ class RidgeProbe(Readout):
         if not train:
             raise ValueError(f"{self.stimset.task_id}: ridge probe needs a probe-train split")
         x = self.embed_all(model, train)
-        y = [float(s.ground_truth) for s in train]
+        y = np.array([float(s.ground_truth) for s in train])
         self.probe = RidgeCV(self.options.get("alphas", ALPHAS), self.options.get("folds", FOLDS),
                              seed=self.stimset.seed).fit(x, y)
 

@@ -311,7 +311,7 @@ def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, boot: Boo
                                 version=version, extra=extra if name == "delta_mlae" else {}))
     for parameter, devs in sorted(deviations.items()):
         d = np.array(devs)
-        value, lo, hi = bootstrap(lambda idx: d[idx].mean(axis=-1), len(d), n_boot, seed)
+        value, lo, hi = bootstrap(lambda idx: d[idx].mean(axis=-1), len(d), n_boot, seed)  # noqa: B023
         scores.append(Score(name=f"ood.{parameter}.deviation", value=value, ci_low=lo, ci_high=hi,
                             n=len(d), nulls=0, version=version,
                             method="mean |LAE(OOD) - LAE(IID)| over all levels' paired charts "
@@ -339,7 +339,7 @@ def _gradcam_scores(groups, stimset, stimuli, version, seed, n_boot) -> list[Sco
             src = stimuli[r["stimulus_id"]].image_source
             ious.append(gradcam_iou(cam, target_masks(src.charts, [src.index])[0]))
         v = np.array(ious)
-        value, lo, hi = bootstrap(lambda idx: v[idx].mean(axis=-1), len(v), n_boot, seed)
+        value, lo, hi = bootstrap(lambda idx: v[idx].mean(axis=-1), len(v), n_boot, seed)  # noqa: B023
         prefix = "" if parameter is None else f"ood.{parameter}.{level}."
         out.append(Score(name=f"{prefix}gradcam_iou", value=value, ci_low=lo, ci_high=hi, n=len(v),
                          nulls=len(recs) - len(v), version=version, floor=0.0,

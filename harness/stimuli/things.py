@@ -99,7 +99,7 @@ def read_votes(sources: Sources) -> dict[tuple[int, int, int], list[int]]:
                 items = [int(x) for x in row[:3]]
                 choice = int(row[3])
             except (ValueError, IndexError):
-                raise DataError(f"{path}: row {row_no} is not 'item1 item2 item3 choice subject'")
+                raise DataError(f"{path}: row {row_no} is not 'item1 item2 item3 choice subject'") from None
             if choice not in (1, 2, 3) or not all(1 <= i <= N_CONCEPTS for i in items):
                 raise DataError(f"{path}: row {row_no} has items {items}, choice {choice}")
             things = [int(to_things[i - 1]) for i in items]

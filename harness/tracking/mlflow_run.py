@@ -41,7 +41,7 @@ class BatteryRun:
         self.tags = tags
         self.run = None
 
-    def __enter__(self) -> "BatteryRun":
+    def __enter__(self) -> BatteryRun:
         self.run = self.mlflow.start_run(run_name=self.run_name, tags=self.tags)
         return self
 
@@ -89,5 +89,5 @@ class BatteryRun:
                 step = int(row.get("epoch", 0))
                 self.mlflow.log_metrics({f"{tag}/{k}": float(v) for k, v in row.items()
                                          if k != "epoch" and v is not None and v == v}, step=step)
-        for name, path in artifacts.items():
+        for path in artifacts.values():
             self.mlflow.log_artifact(str(path), artifact_path=f"models/{task_id}")

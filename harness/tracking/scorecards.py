@@ -36,7 +36,8 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from ..errors import GestaltError
 from ..scores.tasks import family_of
@@ -77,7 +78,7 @@ def _tracking(uri: str) -> Iterator[Any]:
     try:
         yield mlflow
     finally:
-        mlflow.set_tracking_uri(previous)
+        mlflow.set_tracking_uri(previous)  # type: ignore[arg-type]  # None: back to the default
 
 
 @contextlib.contextmanager
@@ -137,7 +138,7 @@ def _stimulus_set(task: str, sha256: str, run_id: str):
 
     source = CodeDatasetSource({"gestalt.task": task, "gestalt.stimulus_set_sha256": sha256,
                                 "gestalt.run_id": run_id})
-    return MetaDataset(source=source, name=task, digest=sha256[:DIGEST_CHARS])
+    return MetaDataset(source=source, name=task, digest=sha256[:DIGEST_CHARS])  # type: ignore[abstract]
 
 
 def logged_model_for(mlflow, run, experiment_id: str):

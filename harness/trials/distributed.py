@@ -11,7 +11,8 @@ import os
 import socket
 import subprocess
 import sys
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 
 class Dist:

@@ -42,7 +42,7 @@ top + d // 2 of the marked segment; x 25 or 75).
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, cache
 
 import numpy as np
 from PIL import ImageFont
@@ -75,12 +75,12 @@ HAEHN_DOT_ROW = 94
 HAEHN_STACKS = ((10, 40), (60, 90))
 
 
-@lru_cache(maxsize=None)
+@cache
 def font(size: int) -> ImageFont.FreeTypeFont:
     return ImageFont.load_default(size)
 
 
-@lru_cache(maxsize=None)
+@cache
 def text_bbox(text: str, size: int) -> tuple[int, int, int, int]:
     """(left, top, right, bottom) of the ink of ``text`` drawn with its origin at (0, 0)."""
     return font(size).getbbox(text)
@@ -221,7 +221,7 @@ def haehn_ops(c: HaehnCharts, i: int) -> list[tuple]:
     ops: list[tuple] = []
     marked = c.marked[i].tolist()
     if c.chart_type in BAR_TYPES:
-        for k, (left, d) in enumerate(zip(HAEHN_BAR_LEFT, v)):
+        for left, d in zip(HAEHN_BAR_LEFT, v):
             right, top = left + HAEHN_BAR_WIDTH, BASELINE - d
             ops += [(BOX, left, top, left, BASELINE, ink), (BOX, right, top, right, BASELINE, ink),
                     (BOX, left, top, right, top, ink)]
