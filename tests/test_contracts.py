@@ -109,7 +109,8 @@ def test_readout_settings_live_under_readout_and_are_checked_before_any_run(tmp_
     err = fails(["recipe", str(path), "--dry-run"], capsys)
     assert err.startswith(f"gestalt: error: {path}:10: task_options.{SERIES}.readout.alpha: "), err
     # the same recipe without the bad setting plans, and the built readouts are kept for the run
-    planned, stimsets, _ = preflight(load_recipe(recipe_text(tmp_path, text.replace("    readout: {alpha: 2.0}\n", ""))))
+    good = recipe_text(tmp_path, text.replace("    readout: {alpha: 2.0}\n", ""), "good.yaml")
+    planned, _, _ = preflight(load_recipe(good))
     assert set(planned[0].readouts) == {SILHOUETTE, SERIES}
 
 
@@ -289,3 +290,8 @@ def test_bad_yaml_in_a_command_line_override(tmp_path, capsys):
     path = recipe_text(tmp_path, BASE)
     err = fails(["recipe", str(path), "--tasks=not: [valid", "--dry-run"], capsys)
     assert err.startswith("gestalt: error: override tasks") and "not valid YAML" in err
+
+
+def test_stimuli_command_refuses_a_bad_option_in_one_line(tmp_path, capsys):
+    err = fails(["stimuli", SERIES, str(tmp_path / "out"), "--n_tset=5"], capsys)
+    assert err == f"gestalt: error: {SERIES}: option n_tset: unknown"

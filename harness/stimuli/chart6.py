@@ -65,7 +65,6 @@ from .base import Prompt, Stimulus, StimulusSet
 from .registry import NoOptions, TaskOptions
 
 VERSION = "1"
-BATTERY = "chart6"
 RELAXED_TOLERANCE = 0.05  # relaxed accuracy: within 5% of the answer (ChartQA's convention)
 
 VALUE_IDENTIFICATION = "value_identification"

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import GestaltError
 from ..lazy import resolve
@@ -30,6 +30,10 @@ TASK_ID = re.compile(TASK_ID_PATTERN)
 
 class BadTaskId(GestaltError, ValueError):
     """A task id not of the form principle.track.name[:VARIANT]."""
+
+
+class BadTaskOptions(GestaltError, ValueError):
+    """Options a task's builder does not take, or a value it refuses."""
 
 
 class TaskOptions(BaseModel):
@@ -80,7 +84,12 @@ class TaskSpec:
 
     def build(self, sources, seed: int = 0, **options: Any) -> StimulusSet:
         fn: Callable[..., StimulusSet] = resolve(self.builder)
-        checked = self.check_options(options)
+        try:
+            checked = self.check_options(options)
+        except ValidationError as e:  # a recipe's options were checked at load, with their lines
+            err = e.errors()[0]
+            raise BadTaskOptions(f"{self.task_id}: option {'.'.join(map(str, err['loc']))}: "
+                                 f"{'unknown' if err['type'] == 'extra_forbidden' else err['msg']}") from None
         stimset = fn(sources, seed=seed, **dict(checked))
         # a variant's stimuli carry its id (and so hash apart from the base task's); a copy, so a
         # builder that caches its sets never sees the id change

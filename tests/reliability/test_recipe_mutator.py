@@ -8,7 +8,6 @@ the override) and the key: never a traceback, never a hang.
 import os
 import random
 import time
-from pathlib import Path
 
 import yaml
 
