@@ -203,7 +203,7 @@ class CLI:
         """Register a battery run's scorecard (LoggedModel + Model Registry version, alias, tags),
         or with --trained=TASK the regressor the run trained for that task."""
         from .tracking.mlflow_run import tracking_uri
-        from .tracking.registry import register_scorecard, register_trained_model
+        from .tracking.scorecards import register_scorecard, register_trained_model
 
         if trained:
             reg_name, version = register_trained_model(tracking_uri(uri), run_id, trained, name=name,
@@ -224,12 +224,14 @@ class CLI:
 
     def score(self, records: str, seed: int = 0, mirror: str | None = None, root: str | None = None,
               recipe: str | None = None, format: str = "table"):
-        """Rescore a records JSONL offline (no model). --format table (default), json or csv."""
+        """Rescore a records JSONL offline (no model). --format table (default), json or csv. With
+        --recipe, the recipe's task options and bootstrap settings are used, so the intervals are
+        the run's; without, --seed with the default bootstrap."""
         from pathlib import Path
 
-        from .run import build_stimsets
         from .recipes import load_recipe
-        from .scores.tasks import get_scorer
+        from .run import build_stimsets
+        from .scores.tasks import Bootstrap, get_family
         from .stimuli.registry import get_task
         from .trials.records import RecordStore, per_stimulus, validate
 
@@ -243,11 +245,13 @@ class CLI:
         task_id = recs[0]["task_id"]
         task = get_task(task_id)
         if recipe:
-            rc = load_recipe(recipe)
+            rc = load_recipe(resolve_recipe(recipe))
             stimset = build_stimsets(rc, _sources(rc.data.root, rc.data.mirror), [task_id])[task_id]
+            boot = rc.bootstrap.settings
         else:
             stimset = task.build(_sources(root, mirror), seed=recs[0]["run_meta"]["seed"])
-        scores = get_scorer(task.scoring)(recs if task.all_reps else per_stimulus(recs), stimset, seed=seed)
+            boot = Bootstrap(seed=seed)
+        scores = get_family(task.scoring).score(recs if task.all_reps else per_stimulus(recs), stimset, boot)
         print(_format_scores([s.to_dict() for s in scores], format))
 
 

@@ -1,8 +1,11 @@
 """Recipes: strict YAML (models x tasks + settings), ``extends:``, command-line overrides.
 
-Every section forbids unknown keys; an error names the file, the line and the key. The resolved
-recipe (after ``extends`` and overrides, defaults filled) is what runs, is printed by
-``--dry-run`` and is logged to MLflow with its sha256.
+Every section forbids unknown keys; an error names the file, the line and the key, and exits 2
+before anything loads. ``task_options.<task>`` holds the task builder's options, checked against
+the builder's :class:`~harness.stimuli.registry.TaskOptions` model, and under ``readout:`` the
+readout's settings (checked when preflight builds the readouts). The resolved recipe (after
+``extends`` and overrides, defaults filled) is what runs, is printed by ``--dry-run`` and is
+logged to MLflow with its sha256. Format and rules: docs/design.md ("Recipes").
 """
 
 from __future__ import annotations
@@ -10,13 +13,15 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from .errors import GestaltError
+from .scores.tasks import Bootstrap as BootstrapSettings
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 
@@ -36,7 +41,7 @@ class ModelEntry(_Strict):
     weights: str | None = None
     revision: str | None = Field(default=None, description="exact hub commit (40 hex) for pinned runs")
     family: str = "unknown"
-    batch_size: int = Field(default=32, ge=1)
+    batch_size: int = Field(default=32, ge=1, le=65536)
     dtype: Literal["float32", "float16", "bfloat16", "auto"] = "float32"
     readouts: dict[str, str] = Field(default_factory=dict, description="task id -> readout override")
     generation: dict[str, Any] = Field(default_factory=dict)
@@ -61,13 +66,19 @@ class ModelEntry(_Strict):
 
 
 class Bootstrap(_Strict):
-    n_boot: int = Field(default=1000, ge=100)
-    n_boot_kappa: int = Field(default=2000, ge=100)
-    seed: int = 0
+    n_boot: int = Field(default=1000, ge=100, le=100_000)
+    n_boot_kappa: int = Field(default=2000, ge=100, le=100_000)
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
+    method: Literal["percentile"] = "percentile"
+
+    @property
+    def settings(self) -> BootstrapSettings:
+        """What every scorer receives."""
+        return BootstrapSettings(n=self.n_boot, seed=self.seed, method=self.method, n_kappa=self.n_boot_kappa)
 
 
 class Runtime(_Strict):
-    processes: int = Field(default=1, ge=1)
+    processes: int = Field(default=1, ge=1, le=64)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     progress: bool = True
 
@@ -88,8 +99,8 @@ class Recipe(_Strict):
     schema_version: Literal[1] = 1
     name: str = Field(pattern=ID_PATTERN)
     description: str = ""
-    seed: int = 0
-    models: list[ModelEntry] = Field(min_length=1)
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
+    models: list[ModelEntry] = Field(min_length=1, max_length=256)
     tasks: list[str] = Field(min_length=1)
     task_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     bootstrap: Bootstrap = Bootstrap()
@@ -97,6 +108,8 @@ class Recipe(_Strict):
     data: Data = Data()
     tracking: Tracking = Tracking()
     output_dir: str | None = None
+    _lines: dict[tuple, str] = PrivateAttr(default_factory=dict)
+    _file: str = PrivateAttr(default="recipe")
 
     @model_validator(mode="after")
     def _unique_models(self):
@@ -106,6 +119,21 @@ class Recipe(_Strict):
                 raise ValueError(f"model id {m.id!r} appears twice")
             seen.add(m.id)
         return self
+
+    def where(self, *place: str | int) -> str:
+        """'file:line' of a key of the recipe (or of the nearest enclosing one), for messages."""
+        for i in range(len(place), 0, -1):
+            if place[:i] in self._lines:
+                return self._lines[place[:i]]
+        return self._file
+
+    def builder_options(self, task_id: str) -> dict[str, Any]:
+        """``task_options.<task>`` without ``readout`` (checked at load against the builder)."""
+        return {k: v for k, v in self.task_options.get(task_id, {}).items() if k != "readout"}
+
+    def readout_options(self, task_id: str) -> dict[str, Any]:
+        """``task_options.<task>.readout``."""
+        return dict(self.task_options.get(task_id, {}).get("readout") or {})
 
     @property
     def out_dir(self) -> Path:
@@ -119,37 +147,125 @@ class Recipe(_Strict):
         return hashlib.sha256(json.dumps(self.resolved(), sort_keys=True).encode()).hexdigest()
 
 
-# -- YAML with line numbers ---------------------------------------------------------------------
+# -- YAML: one strict reading, with line numbers ---------------------------------------------------
 
-def _lines(node, path=(), out=None, file="?"):
-    """(key path) -> 'file:line' for every mapping key and sequence item."""
-    out = {} if out is None else out
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            p = path + (k.value,)
-            out[p] = f"{file}:{k.start_mark.line + 1}"
-            _lines(v, p, out, file)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, v in enumerate(node.value):
-            out[path + (i,)] = f"{file}:{v.start_mark.line + 1}"
-            _lines(v, path + (i,), out, file)
+MAX_BYTES = 1 << 20  # a recipe is a page of settings, not data
+MAX_DEPTH = 32  # nesting levels (a recipe needs about 6)
+MAX_NODES = 100_000  # values after alias expansion: bounds "billion laughs"
+_CORE = ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
+         "tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:value")
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML 1.2 core scalars instead of PyYAML's 1.1 ones, so values read as written:
+    ``yes``/``on``/``no`` and ``1:30`` stay strings (a typed field then refuses or reads them),
+    only ``true``/``false`` are booleans, and an integer with a leading zero (1.1: octal, ``012``
+    -> 10) is refused rather than guessed."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag not in _CORE]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                              list("tTfF"))
+_Loader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
+                              list("-+0123456789"))
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)"
+               r"|\.(?:nan|NaN|NAN))$"),
+    list("-+0123456789."))
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    text = str(loader.construct_scalar(node))
+    digits = text.lstrip("+-")
+    if len(digits) > 1 and digits[0] == "0" and digits[1].isdigit():
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{text} has a leading zero (YAML 1.1 reads it as octal); write it without, "
+            f"or quote it", node.start_mark)
+    return int(text, 0) if digits[:2] in ("0o", "0x") else int(text)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+
+def _scan(root: yaml.Node, file: str) -> dict[tuple, str]:
+    """(key path) -> 'file:line' for every mapping key and sequence item, refusing duplicate
+    keys, nesting deeper than MAX_DEPTH and alias expansion beyond MAX_NODES. Iterative, and
+    aliased nodes are counted each time they are reached, so a bomb stops at the bound."""
+    out: dict[tuple, str] = {}
+    stack: list[tuple[yaml.Node, tuple, int]] = [(root, (), 0)]
+    seen_nodes = 0
+    while stack:
+        node, path, depth = stack.pop()
+        seen_nodes += 1
+        if seen_nodes > MAX_NODES:
+            raise RecipeError(f"{file}:{node.start_mark.line + 1}: more than {MAX_NODES:,} values after "
+                              f"expanding aliases (a YAML alias bomb?)")
+        if depth > MAX_DEPTH:
+            raise RecipeError(f"{file}:{node.start_mark.line + 1}: nested more than {MAX_DEPTH} levels")
+        if isinstance(node, yaml.MappingNode):
+            first: dict[Any, int] = {}
+            for k, v in node.value:
+                line = k.start_mark.line + 1
+                if not isinstance(k, yaml.ScalarNode) or k.tag == "tag:yaml.org,2002:merge":
+                    stack.append((v, path, depth + 1))
+                    continue
+                if k.value in first:
+                    raise RecipeError(f"{file}:{line}: key {k.value!r} repeats the one on line "
+                                      f"{first[k.value]} (only one may stay)")
+                first[k.value] = line
+                out[path + (k.value,)] = f"{file}:{line}"
+                stack.append((v, path + (k.value,), depth + 1))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                out[path + (i,)] = f"{file}:{v.start_mark.line + 1}"
+                stack.append((v, path + (i,), depth + 1))
     return out
 
 
-def _read_yaml(path: Path) -> tuple[dict, dict]:
-    if not path.is_file():
-        raise RecipeError(f"{path}: recipe file not found")
-    text = path.read_text()
+def _parse(text: str, file: str) -> tuple[Any, dict[tuple, str]]:
+    """The value of one YAML document and its line map; any failure is one RecipeError line."""
+    loader = None
     try:
-        data = yaml.safe_load(text)
-        node = yaml.compose(text)
+        loader = _Loader(text)  # its reader refuses control characters already
+        node = loader.get_single_node()
+        if node is None:
+            return None, {}
+        lines = _scan(node, file)
+        return loader.construct_document(node), lines
+    except RecursionError:
+        raise RecipeError(f"{file}: nested too deeply (over {MAX_DEPTH} levels)") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise RecipeError(f"{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+        where = f"{file}:{mark.line + 1}" if mark else file
+        problem = getattr(e, "problem", None) or e
+        raise RecipeError(f"{where}: not valid YAML ({' '.join(str(problem).split())})") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def _read_yaml(path: Path) -> tuple[dict, dict]:
+    try:
+        if not path.is_file():
+            raise RecipeError(f"{path}: recipe file not found")
+        if path.stat().st_size > MAX_BYTES:
+            raise RecipeError(f"{path}: {path.stat().st_size:,} bytes; a recipe is at most {MAX_BYTES:,}")
+        raw = path.read_bytes()
+    except OSError as e:
+        raise RecipeError(f"{path}: cannot read ({e.strerror or e})") from None
+    if b"\0" in raw:
+        raise RecipeError(f"{path}: a binary file, not a YAML recipe")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise RecipeError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    data, lines = _parse(text, str(path))
     if not isinstance(data, dict):
         raise RecipeError(f"{path}: a recipe is a YAML mapping")
-    return data, _lines(node, file=str(path))
+    return data, lines
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -160,6 +276,8 @@ def _merge(base: dict, over: dict) -> dict:
 
 
 def _load_raw(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict, dict]:
+    if "\0" in str(path):
+        raise RecipeError(f"{str(path)!r}: a path cannot hold a NUL character")
     path = path.resolve()
     if path in seen:
         raise RecipeError(f"{path}: extends itself (cycle: {' -> '.join(map(str, seen + (path,)))})")
@@ -169,6 +287,8 @@ def _load_raw(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict, dict]:
         return data, lines
     if not isinstance(parent, str):
         raise RecipeError(f"{lines.get(('extends',), path)}: extends must be a path")
+    if "\0" in parent:
+        raise RecipeError(f"{lines.get(('extends',), path)}: extends: a path cannot hold a NUL character")
     base, base_lines = _load_raw((path.parent / parent), seen + (path,))
     return _merge(base, data), {**base_lines, **lines}
 
@@ -221,10 +341,24 @@ def _override_keys(data: dict, dotted: str) -> list[str]:
     return ["task_options", task, *(tail.split(".") if tail else [])]
 
 
-def _check_task_options(recipe: "Recipe", lines: dict, path: str | Path, file_tasks: list[str]) -> None:
-    """Every task in ``tasks`` is known and every task_options (and per-model readouts) key is one
-    of them: a misspelt key would otherwise drop its settings without a word."""
-    from .stimuli.registry import UnknownTask, expand
+def _validation_message(e: ValidationError, lines: dict, fallback: str, prefix: tuple = ()) -> str:
+    """The first error of a pydantic validation as 'file:line: key: what' (+ how many more)."""
+    err = e.errors()[0]
+    loc = prefix + tuple(err["loc"])
+    where = next((lines[loc[:i]] for i in range(len(loc), 0, -1) if loc[:i] in lines), fallback)
+    key = ".".join(str(p) for p in loc) or "(recipe)"
+    msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+    more = f" (+{e.error_count() - 1} more errors)" if e.error_count() > 1 else ""
+    return f"{where}: {key}: {msg}{more}"
+
+
+def _check_task_options(recipe: Recipe, lines: dict, path: str | Path, file_tasks: list[str]) -> None:
+    """Every task in ``tasks`` is known, every task_options (and per-model readouts) key is one
+    of them (a misspelt key would otherwise drop its settings without a word), every task's
+    builder options pass its TaskOptions model, ``readout`` is a mapping, and every per-model
+    readout is a known one."""
+    from .readouts.registry import READOUTS
+    from .stimuli.registry import UnknownTask, expand, get_task
 
     for i, name in enumerate(recipe.tasks):
         try:
@@ -233,13 +367,34 @@ def _check_task_options(recipe: "Recipe", lines: dict, path: str | Path, file_ta
             raise RecipeError(f"{lines.get(('tasks', i), path)}: tasks.{i}: {e}") from None
     tasks = expand(recipe.tasks)
     # `--tasks=[...]` may run a subset of a recipe: the file's other tasks keep their options, unused
-    keyed = [(("task_options", key), key) for key in recipe.task_options]
+    keyed: list[tuple[tuple[str | int, ...], str]] = [(("task_options", key), key) for key in recipe.task_options]
     keyed += [(("models", i, "readouts", key), key) for i, m in enumerate(recipe.models) for key in m.readouts]
-    for place, key in keyed:
+    for at, key in keyed:
         if key not in tasks and key not in file_tasks:
-            where = lines.get(place) or lines.get(place[:-1]) or str(path)
-            raise RecipeError(f"{where}: {'.'.join(map(str, place))}: not a task of this recipe "
+            where = lines.get(at) or lines.get(at[:-1]) or str(path)
+            raise RecipeError(f"{where}: {'.'.join(map(str, at))}: not a task of this recipe "
                               f"(tasks: {', '.join(tasks)})")
+    for i, m in enumerate(recipe.models):
+        for key, readout in m.readouts.items():
+            if readout not in READOUTS:
+                raise RecipeError(f"{lines.get(('models', i, 'readouts', key), path)}: models.{i}.readouts."
+                                  f"{key}: unknown readout {readout!r}; known: {', '.join(sorted(READOUTS))}")
+    for key in recipe.task_options:
+        if key not in tasks:
+            continue
+        place: tuple[str | int, ...] = ("task_options", key)
+        settings = recipe.task_options[key].get("readout")
+        if settings is not None and not isinstance(settings, dict):
+            raise RecipeError(f"{lines.get(place + ('readout',), path)}: task_options.{key}.readout: "
+                              f"a mapping of the readout's settings")
+        try:
+            get_task(key).check_options(recipe.builder_options(key))
+        except ValidationError as e:
+            hint = ""
+            if e.errors()[0]["type"] == "extra_forbidden":
+                known = ", ".join(sorted(get_task(key).options_model().model_fields)) or "none"
+                hint = f" (options of {key}: {known}; the readout's settings go under readout:)"
+            raise RecipeError(_validation_message(e, lines, str(path), place) + hint) from None
 
 
 def load_recipe(path: str | Path, overrides: dict[str, Any] | None = None) -> Recipe:
@@ -249,9 +404,11 @@ def load_recipe(path: str | Path, overrides: dict[str, Any] | None = None) -> Re
     # task_options.* last: their task ids are resolved against the tasks as overridden
     ordered = sorted((overrides or {}).items(), key=lambda kv: kv[0].startswith("task_options."))
     for dotted, value in ordered:
+        if isinstance(value, str):
+            value, _ = _parse(value, f"override {dotted}")
         try:
             keys = _override_keys(data, dotted)
-            _set_path(data, keys, yaml.safe_load(value) if isinstance(value, str) else value)
+            _set_path(data, keys, value)
         except (IndexError, ValueError, TypeError, AttributeError):
             raise RecipeError(f"override {dotted}: no such place in the recipe") from None
         where = tuple(int(k) if k.isdigit() else k for k in keys)
@@ -261,12 +418,9 @@ def load_recipe(path: str | Path, overrides: dict[str, Any] | None = None) -> Re
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = tuple(err["loc"])
-        where = next((lines[loc[:i]] for i in range(len(loc), 0, -1) if loc[:i] in lines), str(path))
-        key = ".".join(str(p) for p in loc) or "(recipe)"
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        more = f" (+{e.error_count() - 1} more errors)" if e.error_count() > 1 else ""
-        raise RecipeError(f"{where}: {key}: {msg}{more}") from None
+        raise RecipeError(_validation_message(e, lines, str(path))) from None
+    except RecursionError:
+        raise RecipeError(f"{path}: nested too deeply") from None
+    recipe._lines, recipe._file = lines, str(path)
     _check_task_options(recipe, lines, path, file_tasks)
     return recipe

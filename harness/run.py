@@ -1,30 +1,35 @@
 """Run a recipe: plan, check everything that can fail before any run starts, then one battery per model.
 
-Order of work: (1) expand the recipe into a plan; (2) preflight: build and verify every task's
-stimuli from sources and resolve every model name, so a bad recipe, a missing or tampered data
-file or an unknown model stops here with one line naming the culprit and no MLflow run exists;
-(3) per model: an MLflow run, trials (resumed from records), scores, figures, artifacts.
+Order of work (docs/design.md, "Stages"): (1) expand the recipe into a plan; (2) preflight:
+build and verify every task's stimuli from sources, build every (model, task) readout with its
+settings, resolve every model name and local weights file, so a bad recipe, a missing or
+tampered data file, a bad readout setting or an unknown model stops here with one line naming
+the culprit and no MLflow run exists; (3) per model: an MLflow run, trials (resumed from
+records), scores through the task's scoring family, figures, artifacts.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import inspect
 import json
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any
 
 from . import __version__
 from .errors import GestaltError
 from .models.base import CAPABILITIES, ModelAdapter, ModelSpec, fingerprint_hash
 from .models.registry import make_adapter
-from .recipes import Recipe
+from .readouts.base import Readout, UnknownReadoutOption
+from .readouts.registry import get_readout
+from .recipes import Recipe, RecipeError
 from .reports.figures import battery_figures, close
 from .scores.record import Score
-from .scores.tasks import get_scorer
+from .scores.tasks import get_family
 from .sources import Sources
 from .stimuli.base import StimulusSet
 from .stimuli.registry import TaskSpec, expand, get_task
@@ -51,6 +56,7 @@ class Planned:
     model: ModelSpec
     tasks: list[tuple[TaskSpec, str]]  # (task, readout name)
     adapter: ModelAdapter  # built, not loaded (a python source is: its methods are its capabilities)
+    readouts: dict[str, Readout] = field(default_factory=dict)  # task id -> built in preflight
     settings_dropped: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> {name: value}
 
 
@@ -58,7 +64,7 @@ class Planned:
 class BatteryResult:
     model_id: str
     run_id: str
-    scores: dict[str, list] = field(default_factory=dict)
+    scores: dict[str, list[Score]] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)
     model_calls: int = 0
     new_trials: int = 0
@@ -94,34 +100,72 @@ def plan(recipe: Recipe) -> list[Planned]:
 
 
 def readout_options(recipe: Recipe, spec: ModelSpec, task: TaskSpec) -> dict[str, Any]:
-    """Generation settings of the model, with per-task overrides under task_options.<task>.generation."""
-    opts = dict(spec.options.get("generation", {}))
-    opts.update(recipe.task_options.get(task.task_id, {}).get("generation", {}))
-    return opts
+    """Generation settings of the model, with per-task settings under task_options.<task>.readout."""
+    return {**spec.options.get("generation", {}), **recipe.readout_options(task.task_id)}
 
 
 def build_stimsets(recipe: Recipe, sources: Sources, task_ids: list[str]) -> dict[str, StimulusSet]:
+    """Each task's stimuli with its builder options; a value the builder refuses (a range that
+    depends on the data, a folder that is not there) names the recipe's task_options line."""
     sets = {}
     for tid in task_ids:
-        options = {k: v for k, v in recipe.task_options.get(tid, {}).items() if k != "generation"}
-        sets[tid] = get_task(tid).build(sources, seed=recipe.seed, **options)
+        try:
+            sets[tid] = get_task(tid).build(sources, seed=recipe.seed, **recipe.builder_options(tid))
+        except (ValueError, FileNotFoundError) as e:
+            if isinstance(e, GestaltError):
+                raise
+            raise RecipeError(f"{recipe.where('task_options', tid)}: task_options.{tid}: {e}") from None
     return sets
 
 
+def build_readouts(recipe: Recipe, planned: list[Planned], stimsets: dict[str, StimulusSet]) -> None:
+    """Every (model, task) readout with its settings, so that a misspelt or bad setting (a
+    ``temprature`` that would otherwise only change the cache key) stops here, with the line of
+    the recipe it came from."""
+    for i, p in enumerate(planned):
+        for task, name in p.tasks:
+            stimset = stimsets[task.task_id]
+            if stimset.unavailable:
+                continue
+            options = readout_options(recipe, p.model, task)
+            own = recipe.readout_options(task.task_id)
+            try:
+                p.readouts[task.task_id] = get_readout(name)(stimset, **options)
+            except UnknownReadoutOption as e:
+                key = e.keys[0]
+                place: tuple[str | int, ...] = (("task_options", task.task_id, "readout", key) if key in own
+                                                 else ("models", i, "generation", key))
+                raise RecipeError(f"{recipe.where(*place)}: {'.'.join(map(str, place))}: {e}") from None
+            except (ValueError, TypeError) as e:
+                place = ("task_options", task.task_id, "readout") if own else ("models", i, "generation")
+                raise RecipeError(f"{recipe.where(*place)}: {p.model.id} x {task.task_id}: {e}") from None
+
+
+WEIGHT_FILES = (".pt", ".pth", ".bin", ".safetensors", ".ckpt")
+
+
+def check_weights(recipe: Recipe) -> None:
+    """A ``weights`` value that names a file (a path or a weights suffix) must exist now, not
+    when the battery loads the model inside its MLflow run."""
+    for i, m in enumerate(recipe.models):
+        w = m.weights
+        if w and not w.startswith("pypi:") and ("/" in w or w.endswith(WEIGHT_FILES)):
+            if not Path(w).expanduser().exists():
+                raise RecipeError(f"{recipe.where('models', i, 'weights')}: models.{i}.weights: "
+                                  f"{w}: no such file")
+
+
 def preflight(recipe: Recipe) -> tuple[list[Planned], dict[str, StimulusSet], Sources]:
+    check_weights(recipe)
     planned = plan(recipe)
     sources = Sources(root=recipe.data.root, mirror=recipe.data.mirror)
     stimsets = build_stimsets(recipe, sources, expand(recipe.tasks))
-    from .readouts.registry import get_readout
-
+    build_readouts(recipe, planned, stimsets)
     for p in planned:
         p.adapter.check()  # resolves the name (and offline weights) without loading them
-        for task, name in p.tasks:  # settings the model cannot take: refused, or dropped and logged
-            stimset = stimsets[task.task_id]
-            if not stimset.unavailable and "generate" in p.adapter.capabilities:
-                readout = get_readout(name)(stimset, **readout_options(recipe, p.model, task))
-                if dropped := readout.preflight(p.adapter):
-                    p.settings_dropped[task.task_id] = dropped
+        for task_id, readout in p.readouts.items():  # settings the model cannot take:
+            if dropped := readout.preflight(p.adapter):  # refused, or dropped and logged
+                p.settings_dropped[task_id] = dropped
     return planned, stimsets, sources
 
 
@@ -133,11 +177,12 @@ def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, St
         lines.append(f"model {p.model.id} [{p.model.ref} weights={p.model.weights}]")
         for task, readout in p.tasks:
             s = stimsets[task.task_id]
-            n_reps = _n_reps(readout, s, readout_options(recipe, p.model, task))
-            trials = len(s.test) * n_reps
             if s.unavailable:
                 lines.append(f"  {task.task_id}: UNAVAILABLE: {s.unavailable}")
                 continue
+            # a readout may multiply repetitions (every montage permutation x n_reps)
+            n_reps = int(getattr(p.readouts[task.task_id], "n_reps", 1))
+            trials = len(s.test) * n_reps
             calls = trials if "generate" in p.adapter.capabilities else 0
             total_calls += calls
             lines.append(f"  {task.task_id}: readout {readout}, {len(s.test)} test x {n_reps} rep(s)"
@@ -145,25 +190,6 @@ def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, St
                          + (f", {calls} generate calls" if calls else ""))
     lines.append(f"total generate/API calls if nothing is cached: {total_calls}")
     return "\n".join(lines)
-
-
-def _n_reps(readout: str, stimset: StimulusSet, options: dict[str, Any]) -> int:
-    """Trials per stimulus as the readout will run them (it may multiply by permutations)."""
-    from .readouts.registry import get_readout
-
-    try:
-        return get_readout(readout)(stimset, **options).n_reps
-    except (TypeError, ValueError):
-        return int(options.get("n_reps", 1))
-
-
-def _call_scorer(fn: Callable, records, stimset, recipe: Recipe):
-    params = inspect.signature(fn).parameters
-    kwargs = {"seed": recipe.bootstrap.seed}
-    for name in ("n_boot", "n_boot_kappa"):
-        if name in params:
-            kwargs[name] = getattr(recipe.bootstrap, name)
-    return fn(records, stimset, **kwargs)
 
 
 def run_recipe(recipe: Recipe, *, echo: Callable[[str], None] = print,
@@ -281,6 +307,7 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
             "readouts": ",".join(f"{t.task_id}={r}" for t, r in p.tasks),
             "seed": recipe.seed, "bootstrap_seed": recipe.bootstrap.seed,
             "n_boot": recipe.bootstrap.n_boot, "n_boot_kappa": recipe.bootstrap.n_boot_kappa,
+            "bootstrap_method": recipe.bootstrap.method,
             "processes": dist.world, "harness_version": __version__, "recipe": recipe.name,
             "trust_remote_code": spec.trust_remote_code,
             **({"settings_dropped": p.settings_dropped} if p.settings_dropped else {}),
@@ -304,7 +331,7 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
         if not dist.is_main:
             continue
         scored = tr.records if task.all_reps else per_stimulus(tr.records)
-        scores = _call_scorer(get_scorer(task.scoring), scored, stimset, recipe)
+        scores = get_family(task.scoring).score(scored, stimset, recipe.bootstrap.settings)
         result.scores[task.task_id] = scores
         intervals[task.task_id] = {"version": stimset.version, "readout": readout,
                                    "stimulus_set_sha256": stimset.sha256,
@@ -325,22 +352,20 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
 
 
 def summary_table(results: list[BatteryResult]) -> str:
-    """One line per model x task x headline score: value [95% CI], floor, ceiling, nulls.
-
-    Human-reference scores and per-level curves (a(k)) stay in intervals.json and the report."""
+    """One line per model x task x headline score of its family: value [95% CI], floor,
+    ceiling, nulls. Human references, per-level curves and breakdowns stay in intervals.json
+    and the report."""
     def num(x):
         return "-" if x is None or x != x else f"{x:.3f}"
 
     rows = []
     for r in results:
         for task_id, scores in r.scores.items():
-            for s in scores:
-                if s.name.startswith(("human_", "a_k")):
-                    continue
+            for s in get_family(get_task(task_id).scoring).headline_scores(scores):
                 ci = f" [{num(s.ci_low)}, {num(s.ci_high)}]" if s.ci_low is not None else ""
                 rows.append((r.model_id, task_id, s.name, num(s.value) + ci, num(s.floor), num(s.ceiling),
                              f"{s.nulls}/{s.n + s.nulls}"))
-        for task_id, why in r.unavailable.items():
+        for task_id in r.unavailable:
             rows.append((r.model_id, task_id, "unavailable", "", "", "", ""))
     header = ("model", "task", "score", "value [95% CI]", "floor", "ceiling", "nulls")
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from .errors import GestaltError
 from .readouts.chart6 import GRID_TEMPERATURES, GRID_TOP_PS, decoding_grid
@@ -37,13 +38,13 @@ def cell_name(setting: dict[str, float]) -> str:
 def cell_recipe(recipe: Recipe, setting: dict[str, float]) -> Recipe:
     """The recipe of one grid cell: VLAT only, the cell's sampling setting for every model.
 
-    The setting goes into ``task_options.<VLAT>.generation``, which the runner applies over each
+    The setting goes into ``task_options.<VLAT>.readout``, which the runner applies over each
     model's own generation settings (a model's ``paper_model`` keeps its prefix/suffix; its
     Table 2 decoding and any ``greedy`` are replaced by the cell's)."""
     data = recipe.resolved()
     data["tasks"] = [SEARCH_TASK]
     options = data["task_options"].setdefault(SEARCH_TASK, {})
-    options["generation"] = {**options.get("generation", {}), "temperature": setting["temperature"],
+    options["readout"] = {**options.get("readout", {}), "temperature": setting["temperature"],
                              "top_p": setting["top_p"], "greedy": False}
     tracking = data["tracking"]
     tracking["experiment"] = tracking["experiment"] + EXPERIMENT_SUFFIX

@@ -31,3 +31,24 @@ def holf(sources):
     from harness.stimuli.registry import TASKS
 
     return TASKS["literacy.chart.holf"].build(sources)
+
+
+@pytest.fixture
+def write_recipe(tmp_path):
+    """A recipe file for a battery test: ``write_recipe(models, tasks, **sections)`` writes
+    ``<tmp>/<name>.yaml`` with the source mirror, a tracking store and output folder under tmp,
+    no progress bars and small bootstraps; any section given replaces the default."""
+    import yaml
+
+    def write(models: list[dict], tasks: list[str], name: str = "battery", **sections) -> Path:
+        recipe = {"name": name, "models": models, "tasks": tasks,
+                  "bootstrap": {"n_boot": 200, "n_boot_kappa": 200},
+                  "runtime": {"processes": 1, "device": "cpu", "progress": False},
+                  "data": {"mirror": str(MIRROR)},
+                  "tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db", "experiment": name},
+                  "output_dir": str(tmp_path / "out"), **sections}
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+        return path
+
+    return write

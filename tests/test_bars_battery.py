@@ -19,7 +19,7 @@ def test_cnn_battery_logs_training_and_registers_the_model(tmp_path):
 
     from harness.recipes import load_recipe
     from harness.run import run_recipe
-    from harness.tracking.registry import RegistryError, register_trained_model
+    from harness.tracking.scorecards import RegistryError, register_trained_model
 
     recipe = {
         "name": "bars-tiny", "tasks": [TASK],
@@ -28,7 +28,7 @@ def test_cnn_battery_logs_training_and_registers_the_model(tmp_path):
                     "options": {"conv": [4, 8], "hidden": 16, "max_epochs": 2, "patience": 2,
                                 "batch_size": 16, "lr": 1.0e-3}}],
         "task_options": {TASK: {"n_train": 48, "n_val": 16, "n_test": 20, "ood": "all", "n_ood": 2,
-                                "generation": {"checkpoint_dir": str(tmp_path / "ckpt")}}},
+                                "readout": {"checkpoint_dir": str(tmp_path / "ckpt")}}},
         "bootstrap": {"n_boot": 200},
         "runtime": {"progress": False, "device": "cpu"}, "data": {"mirror": str(MIRROR)},
         "tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db", "experiment": "bars"},
@@ -144,4 +144,4 @@ def test_section_vi_recipe_trains_mask_and_augmentation_variants(tmp_path):
     assert render_stimuli(stimsets[TASK].test[:2]).shape[-1] == 3
     mixes = {t.split(":mix_")[1]: s for t, s in stimsets.items() if ":mix_" in t}
     assert sorted(s.train[0].meta["augment"] for s in mixes.values()) == sorted(MIX_NAMES)
-    assert {recipe.task_options[t].get("generation", {}).get("gradcam") for t in stimsets} == {True, None}
+    assert {recipe.task_options[t].get("readout", {}).get("gradcam") for t in stimsets} == {True, None}

@@ -10,7 +10,7 @@ import pytest
 from harness.scores.chart6 import (answer_agreement, item_table, interaction_test,
                                    model_difference_test, score_chart6, spearman_brown, split_half,
                                    split_half_reliability)
-from harness.scores.tasks import get_scorer
+from harness.scores.tasks import Bootstrap, get_scorer
 
 
 
@@ -106,7 +106,7 @@ def test_item_table_counts(vlat):
 
 def test_human_like_model(vlat):
     records, counts = human_like(vlat)
-    s = by_name(score_chart6(records, vlat, seed=0, n_boot=300, n_splits=200))
+    s = by_name(score_chart6(records, vlat, boot=Bootstrap(n=300), n_splits=200))
     correct, valid, total = counts.T
     h = vlat.human.prop_correct
     assert s["valid_rate"].value == pytest.approx(valid.sum() / total.sum())
@@ -130,7 +130,7 @@ def test_human_like_model(vlat):
 
 def test_breakdowns(vlat):
     records, counts = human_like(vlat)
-    s = by_name(score_chart6(records, vlat, n_boot=100, n_splits=50))
+    s = by_name(score_chart6(records, vlat, boot=Bootstrap(n=100), n_splits=50))
     graph_types = {x.meta["graph_type"] for x in vlat.test}
     for g in graph_types:
         members = np.array([x.meta["graph_type"] == g for x in vlat.test])
@@ -144,7 +144,7 @@ def test_breakdowns(vlat):
 def test_invalid_only_items_count_as_wrong_in_the_lower_bound(vlat):
     records = [record(x, rep, x.ground_truth) for x in vlat.test[:10] for rep in range(2)]
     records += [record(x, rep, None, ok=False) for x in vlat.test[10:] for rep in range(2)]
-    s = by_name(score_chart6(records, vlat, n_boot=50, n_splits=20))
+    s = by_name(score_chart6(records, vlat, boot=Bootstrap(n=50), n_splits=20))
     assert s["accuracy_valid"].value == 1.0 and s["accuracy_valid"].n == 10
     assert s["accuracy_valid"].nulls == len(vlat.test) - 10
     assert s["accuracy_all"].value == pytest.approx(10 / len(vlat.test))
@@ -156,7 +156,7 @@ def test_relaxed_accuracy_on_holf(holf):
     records = []
     for k, x in enumerate(holf.test):
         records.append(record(x, 0, x.ground_truth * (1.04 if k % 2 else 1.06)))
-    s = by_name(score_chart6(records, holf, n_boot=50, n_splits=20))
+    s = by_name(score_chart6(records, holf, boot=Bootstrap(n=50), n_splits=20))
     assert s["accuracy_all"].value == pytest.approx(0.5)
     assert "retest_r" not in s  # one presentation: no test-retest
     assert 0.8 < s["noise_ceiling"].value < 0.95  # 542 people, 10-15 per item

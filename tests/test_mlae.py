@@ -131,7 +131,7 @@ def grape_set(sources):
 
 def test_scorer_perfect_and_human_references(grape_set, sources):
     scorer = get_scorer("mlae_vs_humans")
-    scores = {s.name: s for s in scorer(_records(grape_set, lambda s: s.ground_truth), grape_set, seed=0)}
+    scores = {s.name: s for s in scorer(_records(grape_set, lambda s: s.ground_truth), grape_set)}
     for name in ("mlae", "mlae_midmean", "mlae_haehn"):
         assert scores[name].value == pytest.approx(-3.0) and scores[name].n == 80 and scores[name].nulls == 0
         assert scores[name].floor > 3.5 and scores[name].ceiling is None
@@ -158,7 +158,7 @@ def test_scorer_noisy_percent_answers_nulls_and_deltas(grape_set):
         return 100 * (s.ground_truth + noise[s.meta.get("base_id", s.stimulus_id)] + worse)
 
     scores = {s.name: s for s in get_scorer("mlae_vs_humans")(_records(grape_set, respond, prompt=True),
-                                                               grape_set, seed=0)}
+                                                               grape_set)}
     est = np.array([noise[s.stimulus_id] for s in grape_set.test if not s.manipulated_value
                     and not s.stimulus_id.endswith("000003")])
     assert scores["mlae"].value == pytest.approx(np.log2(100 * np.abs(est) + 0.125).mean())
@@ -181,7 +181,7 @@ def test_scorer_gradcam_iou_from_extras(sources):
         mask = target_masks(s.image_source.charts, [s.image_source.index])[0]
         small = mask.reshape(25, 4, 25, 4).mean(axis=(1, 3))  # a CAM that sees exactly the bars
         r["extras"] = {"gradcam": {"shape": [25, 25], "values": small.ravel().tolist()}}
-    scores = {s.name: s for s in get_scorer("mlae_vs_humans")(recs, ss, seed=0)}
+    scores = {s.name: s for s in get_scorer("mlae_vs_humans")(recs, ss)}
     assert scores["gradcam_iou"].n == 12 and scores["gradcam_iou"].value > 0.5
     # Haehn's stimuli are compared with Cleveland & McGill's and Heer & Bostock's people only
     assert "mlae_minus_human" not in scores and "human" not in scores["mlae"].extra

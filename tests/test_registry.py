@@ -14,7 +14,7 @@ def uri(tmp_path):
 def test_scorecard_logged_model_metrics_version_alias_and_tags(uri, tmp_path):
     from mlflow import MlflowClient
 
-    from harness.tracking.registry import find_scorecards, register_scorecard
+    from harness.tracking.scorecards import find_scorecards, register_scorecard
 
     run_id, scores = log_battery_run(uri, "reg", "resnet-a", "supervised", 0.4, tmp_path=tmp_path,
                                      nulls=4, recipe="quick")
@@ -68,7 +68,7 @@ def test_scorecard_logged_model_metrics_version_alias_and_tags(uri, tmp_path):
 def test_same_identity_accumulates_new_weights_get_their_own_model(uri, tmp_path):
     from mlflow import MlflowClient
 
-    from harness.tracking.registry import register_scorecard
+    from harness.tracking.scorecards import register_scorecard
 
     client = MlflowClient(uri)
     first, _ = log_battery_run(uri, "reg", "resnet-a", "supervised", 0.4, tmp_path=tmp_path)
@@ -88,7 +88,7 @@ def test_same_identity_accumulates_new_weights_get_their_own_model(uri, tmp_path
 
 
 def test_bad_alias_and_unfinished_run_are_refused(uri, tmp_path):
-    from harness.tracking.registry import RegistryError, register_scorecard
+    from harness.tracking.scorecards import RegistryError, register_scorecard
 
     run_id, _ = log_battery_run(uri, "reg", "m", "supervised", 0.4, tmp_path=tmp_path)
     with pytest.raises(RegistryError, match="reserves 'latest'"):

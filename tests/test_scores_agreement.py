@@ -22,6 +22,7 @@ from harness.scores.agreement import (
     score_classification_vs_observers,
 )
 from harness.scores.bootstrap import bootstrap, paired_difference
+from harness.scores.tasks import Bootstrap
 
 ALL = lambda n: np.arange(n)[None, :]  # noqa: E731  (the point-estimate index matrix)
 
@@ -157,19 +158,19 @@ def test_silhouette_scorer_on_a_perfect_and_a_modal_model(sources):
                 for s in stimset.test]
 
     truth = {s.name: s for s in score_classification_vs_observers(records(lambda s: s.ground_truth), stimset,
-                                                                 n_boot=200, n_boot_kappa=200)}
+                                                                 boot=Bootstrap(n=200, n_kappa=200))}
     assert truth["accuracy"].value == 1.0
     assert truth["kappa"].value == 0.0  # all correct: c_exp = 1 -> defined as 0
     assert truth["kappa"].floor == 0.0 and truth["accuracy"].floor == pytest.approx(1 / 16)
     modal = {s.name: s for s in score_classification_vs_observers(records(lambda s: s.human_target), stimset,
-                                                                 n_boot=200, n_boot_kappa=200)}
+                                                                 boot=Bootstrap(n=200, n_kappa=200))}
     assert modal["B"].value == 1.0
     assert modal["kappa"].ceiling == pytest.approx(0.4925, abs=5e-4)
     # nulls are excluded and counted, and B is bracketed
     recs = records(lambda s: s.human_target)
     for r in recs[:8]:
         r.update(response=None, parse_status="null:no_label")
-    scored = {s.name: s for s in score_classification_vs_observers(recs, stimset, n_boot=200, n_boot_kappa=200)}
+    scored = {s.name: s for s in score_classification_vs_observers(recs, stimset, boot=Bootstrap(n=200, n_kappa=200))}
     assert scored["B"].n == 72 and scored["B"].nulls == 8
     assert scored["B"].extra["B_full_low"] == pytest.approx(0.9)
     assert scored["B"].extra["B_full_high"] == pytest.approx(1.0)

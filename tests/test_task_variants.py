@@ -4,40 +4,28 @@ the variant id, and nothing of the two runs mixes."""
 
 import json
 
-import yaml
-
-from tests.conftest import MIRROR
-
 BASE = "ratio.chart.haehn_type1"
 VARIANT = f"{BASE}:step_c"
 
 
-def test_variant_runs_beside_its_base_through_records_and_mlflow(tmp_path, capsys):
+def test_variant_runs_beside_its_base_through_records_and_mlflow(tmp_path, capsys, write_recipe):
     import mlflow
     from mlflow import MlflowClient
 
     from harness.cli import main
     from harness.recipes import load_recipe
     from harness.run import run_recipe
-    from harness.tracking.registry import register_scorecard
+    from harness.tracking.scorecards import register_scorecard
     from harness.trials.records import validate
 
     sizes = {"n_train": 32, "n_val": 16, "n_test": 20}
-    recipe = {
-        "name": "variants", "tasks": [BASE, VARIANT],
-        "models": [{"id": "tiny-cnn", "source": "cnn", "name": "lenet", "family": "cnn-from-scratch",
-                    "batch_size": 64,
-                    "options": {"conv": [4], "hidden": 8, "max_epochs": 1, "patience": 1,
-                                "batch_size": 16, "lr": 1.0e-3}}],
-        "task_options": {BASE: {**sizes, "generation": {"checkpoint_dir": str(tmp_path / "ckpt")}},
-                         VARIANT: {**sizes, "values": "random", "marked": "adjacent",
-                                   "generation": {"checkpoint_dir": str(tmp_path / "ckpt")}}},
-        "bootstrap": {"n_boot": 200},
-        "runtime": {"progress": False, "device": "cpu"}, "data": {"mirror": str(MIRROR)},
-        "tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db", "experiment": "variants"},
-        "output_dir": str(tmp_path / "out")}
-    path = tmp_path / "r.yaml"
-    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    path = write_recipe(
+        [{"id": "tiny-cnn", "source": "cnn", "name": "lenet", "family": "cnn-from-scratch", "batch_size": 64,
+          "options": {"conv": [4], "hidden": 8, "max_epochs": 1, "patience": 1, "batch_size": 16, "lr": 1.0e-3}}],
+        [BASE, VARIANT], name="variants", bootstrap={"n_boot": 200},
+        task_options={BASE: {**sizes, "readout": {"checkpoint_dir": str(tmp_path / "ckpt")}},
+                      VARIANT: {**sizes, "values": "random", "marked": "adjacent",
+                                "readout": {"checkpoint_dir": str(tmp_path / "ckpt")}}})
     (result,) = run_recipe(load_recipe(path), echo=lambda *_: None)
     assert result.new_trials == 40 and set(result.scores) == {BASE, VARIANT}
 

@@ -16,6 +16,14 @@ from ..models.base import Adapter, Embedder
 from ..stimuli.base import Stimulus, StimulusSet
 
 
+class UnknownReadoutOption(ValueError):
+    """A readout setting the readout does not take; ``keys`` lets preflight name the recipe line."""
+
+    def __init__(self, message: str, keys: list[str]):
+        super().__init__(message)
+        self.keys = keys
+
+
 @dataclass
 class Response:
     response: Any
@@ -37,8 +45,12 @@ class Readout:
     name: ClassVar[str]
     capability: ClassVar[str]  # "embed" | "generate" | "predict"
     uses_prompt: ClassVar[bool] = False
+    # the settings the readout takes (model ``generation`` + ``task_options.<task>.readout``),
+    # with their defaults; any other key is refused when preflight builds the readout
+    OPTIONS: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, stimset: StimulusSet, **options: Any):
+        self.with_defaults(stimset, options, self.OPTIONS)
         self.stimset = stimset
         self.options = options
         self.dist = _Local()  # the runner swaps in its accelerate-backed Dist
@@ -67,10 +79,11 @@ class Readout:
     def with_defaults(cls, stimset: StimulusSet, options: dict[str, Any],
                       known: dict[str, Any]) -> dict[str, Any]:
         """``options`` over the readout's defaults; an unknown option is an error naming the task."""
-        unknown = set(options) - set(known)
+        unknown = sorted(set(options) - set(known))
         if unknown:
-            raise ValueError(f"{stimset.task_id}: readout {cls.name} has no option(s) {sorted(unknown)}; "
-                             f"known: {sorted(known)}")
+            raise UnknownReadoutOption(
+                f"{stimset.task_id}: readout {cls.name} has no option(s) {unknown}; known: {sorted(known)}",
+                unknown)
         return {**known, **options}
 
     def preflight(self, model: Adapter) -> dict[str, Any]:

@@ -59,7 +59,7 @@ def excise_prompt(text: str, prompt: str) -> str:
             continue
         echo = re.compile(r"\s+".join(map(re.escape, words)), re.IGNORECASE)
         last = None
-        for last in echo.finditer(text):
+        for last in echo.finditer(text):  # noqa: B007 (the last match)
             pass
         if last is not None:
             text = text[last.end():]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -59,6 +59,7 @@ class StimulusData:
 class RegressionReadout(Readout):
     name = "regression"
     capability = "predict"
+    OPTIONS: ClassVar[dict[str, Any]] = OPTIONS
 
     def __init__(self, stimset: StimulusSet, **options: Any):
         super().__init__(stimset, **self.with_defaults(stimset, options, OPTIONS))

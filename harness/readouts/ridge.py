@@ -17,6 +17,7 @@ both). A non-finite prediction is a null.
 from __future__ import annotations
 
 import math
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -83,6 +84,7 @@ class RidgeCV:
 class RidgeProbe(Readout):
     name = "ridge"
     capability = "embed"
+    OPTIONS: ClassVar[dict[str, Any]] = {"alphas": ALPHAS, "folds": FOLDS, "round": None, "clip": None}
 
     def __init__(self, stimset, **options):
         super().__init__(stimset, **options)
@@ -98,7 +100,7 @@ class RidgeProbe(Readout):
         if not train:
             raise ValueError(f"{self.stimset.task_id}: ridge probe needs a probe-train split")
         x = self.embed_all(model, train)
-        y = [float(s.ground_truth) for s in train]
+        y = np.array([float(s.ground_truth) for s in train])
         self.probe = RidgeCV(self.options.get("alphas", ALPHAS), self.options.get("folds", FOLDS),
                              seed=self.stimset.seed).fit(x, y)
 

@@ -22,6 +22,7 @@ from ..scores.agreement import _kappa  # noqa: E402
 from ..scores.capacity import FAIL_BELOW  # noqa: E402
 from ..scores.record import Score  # noqa: E402
 from ..stimuli.base import ObserverPanel  # noqa: E402
+from ..scores.tasks import family_of  # noqa: E402
 
 A_K = re.compile(r"^a_k(\d+)$")
 DPI = 150  # every saved figure, in the report and as logged to MLflow
@@ -265,12 +266,14 @@ def score_figures(task_id: str, scores: list[Score], model_id: str, stimset=None
 
 def battery_figures(task_id: str, records: list[dict], scores: list[Score], stimset,
                     model_id: str) -> dict[str, Any]:
-    """name -> Figure for one task of one model's battery (logged under the run's figures/)."""
-    if task_id.startswith("literacy.chart."):
+    """name -> Figure for one task of one model's battery (logged under the run's figures/),
+    chosen by the task's scoring family."""
+    family = family_of(task_id)
+    if family is not None and family.name == "chart6":
         from .chart6_figures import chart6_battery_figures
 
         return chart6_battery_figures(task_id, records, scores, stimset, model_id)
-    if task_id.startswith("ratio.chart."):
+    if family is not None and family.name == "mlae_vs_humans":
         from .bars_figures import bars_battery_figures
 
         return bars_battery_figures(task_id, records, scores, stimset, model_id)

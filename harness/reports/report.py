@@ -44,7 +44,8 @@ from scipy import stats
 from ..errors import GestaltError
 from ..scores.agreement import null_bracket
 from ..scores.record import Score
-from ..tracking.registry import is_headline_name, quiet_downloads
+from ..scores.tasks import family_of
+from ..tracking.scorecards import quiet_downloads
 from . import figures as F
 from .bars_figures import generalization_matrix_figure, level_curves
 from .chart6_figures import chart6_report_figures
@@ -53,7 +54,6 @@ from .chart6_figures import chart6_report_figures
 # the spellings recipes use; other families follow alphabetically, "unknown" last.
 FAMILY_ORDER = ("supervised", "self-supervised", "ssl", "contrastive-vl", "cvl", "open-vlm", "vlm",
                 "closed", "api", "cnn-from-scratch")
-HEADLINE = ("B", "accuracy")  # the matrix / rank-correlation score of a task, first one present
 BRACKETED = re.compile(r"^(B|B_\w+|accuracy)$")  # proportions over parseable trials
 SILHOUETTE = "closure.nat.silhouette"
 SERIES_COUNT = "similarity.chart.series_count"
@@ -188,9 +188,10 @@ def task_order(runs: list[BatteryRunData]) -> list[str]:
     return list(out)
 
 
-def headline(scores: list[Score]) -> Score | None:
-    by = {s.name: s for s in scores}
-    return next((by[n] for n in HEADLINE if n in by and by[n].value is not None), None)
+def headline(task_id: str, scores: list[Score]) -> Score | None:
+    """The task's single number, as its scoring family defines it."""
+    family = family_of(task_id)
+    return None if family is None else family.primary_score(scores)
 
 
 def ordered_models(runs: list[BatteryRunData], tasks: list[str]) -> list[BatteryRunData]:
@@ -199,7 +200,7 @@ def ordered_models(runs: list[BatteryRunData], tasks: list[str]) -> list[Battery
     def within(r: BatteryRunData) -> float:
         fr = []
         for t in tasks:
-            s = headline(r.scores.get(t, []))
+            s = headline(t, r.scores.get(t, []))
             if s is not None:
                 lo = s.floor if s.floor is not None else 0.0
                 hi = s.ceiling if s.ceiling is not None else 1.0
@@ -219,8 +220,9 @@ def score_rows(runs: list[BatteryRunData], tasks: list[str]) -> list[dict[str, A
                 rows.append({"model": r.model, "family": r.family, "task": task, "score": "",
                              "note": f"unavailable: {r.unavailable[task]}", "run_id": r.run_id})
                 continue
+            family = family_of(task)
             for s in r.scores.get(task, []):
-                if not is_headline_name(s.name):
+                if family is None or not family.is_headline(s.name):
                     continue
                 low = high = None
                 if BRACKETED.match(s.name) and s.value is not None:
@@ -349,7 +351,7 @@ def headlines(runs: list[BatteryRunData], tasks: list[str]) -> Headlines:
     unavailable: dict[tuple[str, str], str] = {}
     for r in runs:
         for t in tasks:
-            s = headline(r.scores.get(t, []))
+            s = headline(t, r.scores.get(t, []))
             if s is not None:
                 cells[(r.model, t)] = s
                 names.setdefault(t, s.name)

@@ -35,6 +35,7 @@ from .bootstrap import (
     resample_indices,
 )
 from .record import Score
+from .tasks import Bootstrap
 
 _EPS = 1e-12
 
@@ -182,9 +183,8 @@ def _pairwise_kappas(h: np.ndarray) -> np.ndarray:
     return _kappa(h[a], h[b])
 
 
-def score_classification_vs_observers(records: list[dict], stimset: StimulusSet, *, seed: int = 0,
-                                      n_boot: int = N_BOOT_DEFAULT,
-                                      n_boot_kappa: int = N_BOOT_KAPPA) -> list[Score]:
+def score_classification_vs_observers(records: list[dict], stimset: StimulusSet, *,
+                                      boot: Bootstrap = Bootstrap()) -> list[Score]:
     """Accuracy, B vs the modal response, kappa (both forms) and the human references.
 
     Records must cover the test split once each; nulls are excluded from every statistic and
@@ -197,6 +197,7 @@ def score_classification_vs_observers(records: list[dict], stimset: StimulusSet,
     panel = stimset.human
     if not isinstance(panel, ObserverPanel):
         raise TypeError(f"{stimset.task_id}: needs an ObserverPanel, got {type(panel).__name__}")
+    seed, n_boot, n_boot_kappa = boot.seed, boot.n, boot.n_kappa
     test = stimset.test
     index = {s.stimulus_id: i for i, s in enumerate(test)}
     missing = set(index) - {r["stimulus_id"] for r in records}

@@ -10,7 +10,7 @@ A statistic is written once for a 2-D index matrix: ``stat(idx)`` gets ``idx`` o
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

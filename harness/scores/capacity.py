@@ -32,8 +32,9 @@ import numpy as np
 
 from ..stimuli.base import CapacityBand, StimulusSet
 from .agreement import mean_stat, null_bracket, parseable
-from .bootstrap import N_BOOT_DEFAULT, bootstrap, percentile_ci
+from .bootstrap import bootstrap, percentile_ci
 from .record import Score
+from .tasks import Bootstrap
 
 FAIL_BELOW = 0.5
 HALDANE = 0.5
@@ -109,8 +110,9 @@ def _side(value: float) -> str | None:
     return "above" if value == np.inf else "below" if value == -np.inf else None
 
 
-def score_capacity(records: list[dict], stimset: StimulusSet, *, seed: int = 0,
-                   n_boot: int = N_BOOT_DEFAULT) -> list[Score]:
+def score_capacity(records: list[dict], stimset: StimulusSet, *,
+                   boot: Bootstrap = Bootstrap()) -> list[Score]:
+    seed, n_boot = boot.seed, boot.n
     band_ref = stimset.human
     if not isinstance(band_ref, CapacityBand):
         raise TypeError(f"{stimset.task_id}: capacity scoring needs a CapacityBand, "

@@ -43,15 +43,17 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import stats
 
 from ..stimuli.base import LiteracyItems, StimulusSet
 from ..stimuli.chart6 import is_correct
-from .bootstrap import N_BOOT_DEFAULT, Statistic, bootstrap, percentile_ci
+from .bootstrap import Statistic, bootstrap, percentile_ci
 from .record import Score
+from .tasks import Bootstrap
 
 N_SPLITS = 1000
 BREAKDOWNS = ("graph_type", "task_category", "item_kind")
@@ -201,8 +203,9 @@ def _chance(stimulus) -> float:
     return 1.0 / len(options) if options else 0.0
 
 
-def score_chart6(records: list[dict], stimset: StimulusSet, *, seed: int = 0,
-                 n_boot: int = N_BOOT_DEFAULT, n_splits: int = N_SPLITS) -> list[Score]:
+def score_chart6(records: list[dict], stimset: StimulusSet, *, boot: Bootstrap = Bootstrap(),
+                 n_splits: int = N_SPLITS) -> list[Score]:
+    seed, n_boot = boot.seed, boot.n
     table = item_table(records, stimset)
     test = stimset.test
     version = stimset.version

@@ -56,6 +56,7 @@ from ..stimuli.bars.render import ChartImage, target_masks
 from ..stimuli.base import StimulusSet, by_id
 from .bootstrap import N_BOOT_DEFAULT, bootstrap, resample_indices
 from .record import Score
+from .tasks import Bootstrap
 
 Scale = Literal["fraction", "percent"]
 Form = Literal["cleveland_mcgill", "grape", "haehn"]
@@ -255,7 +256,8 @@ def _human_for(refs: MLAEReferences, form: str, parameter: str | None, level: An
     return out
 
 
-def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, seed: int = 0) -> list[Score]:
+def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, boot: Bootstrap = Bootstrap()) -> list[Score]:
+    seed, n_boot = boot.seed, boot.n
     version = stimset.version
     refs = stimset.human
     if not isinstance(refs, MLAEReferences):
@@ -286,12 +288,12 @@ def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, seed: int
         truth = np.array([float(stimuli[i].ground_truth) for i in ids])
         abs_pct = np.exp2(np.array([lae[i] for i in ids])) - OFFSET
         for form, name in SCORE_NAMES.items():
-            value, lo, hi = bootstrap(_form_stat(form, abs_pct), len(ids), N_BOOT_DEFAULT, seed)
+            value, lo, hi = bootstrap(_form_stat(form, abs_pct), len(ids), n_boot, seed)
             human = _human_for(refs, form, parameter, level)
             floor = chance_mlae(truth, scale="fraction", form=form, seed=seed) if len(ids) else None
             scores.append(Score(name=f"{prefix}{name}", value=value, ci_low=lo, ci_high=hi, n=len(ids),
                                 nulls=nulls, method=f"{FORMS[form]}; percentile bootstrap over charts, "
-                                f"{N_BOOT_DEFAULT} draws; floor = uniform guessing", version=version,
+                                f"{n_boot} draws; floor = uniform guessing", version=version,
                                 floor=floor, extra={"human": human} if human else {}))
             for ref_name, h in human.items():
                 if ref_name in ("grape_user_study", "cleveland_mcgill_1984") and parameter is None:
@@ -339,13 +341,13 @@ def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, seed: int
         for name, absolute, method in (
                 ("delta_mlae", False, "GRAPE Eq. 3: mean over paired charts of LAE(OOD) - LAE(IID)"),
                 ("deviation", True, "mean over paired charts of |LAE(OOD) - LAE(IID)| (GRAPE notebooks)")):
-            value, lo, hi = paired_delta(o, b, N_BOOT_DEFAULT, seed, absolute)
+            value, lo, hi = paired_delta(o, b, n_boot, seed, absolute)
             scores.append(Score(name=f"{prefix}{name}", value=value, ci_low=lo, ci_high=hi, n=len(o),
                                 nulls=len(recs) - len(o), method=f"{method}; bootstrap over pairs",
                                 version=version, extra=extra if name == "delta_mlae" else {}))
     for parameter, devs in sorted(deviations.items()):
         d = np.array(devs)
-        value, lo, hi = bootstrap(lambda idx, d=d: d[idx].mean(axis=-1), len(d), N_BOOT_DEFAULT, seed)
+        value, lo, hi = bootstrap(lambda idx, d=d: d[idx].mean(axis=-1), len(d), n_boot, seed)
         scores.append(Score(name=f"ood.{parameter}.deviation", value=value, ci_low=lo, ci_high=hi,
                             n=len(d), nulls=0, version=version,
                             method="mean |LAE(OOD) - LAE(IID)| over all levels' paired charts "
@@ -358,11 +360,11 @@ def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, seed: int
                             method=(f"share of parameter pairs whose per-chart |Delta LAE| differ by "
                                     f"Student's t-test at p < {TTEST_ALPHA} (levels pooled per parameter)"),
                             extra={"tests": tests}))
-    scores += _gradcam_scores(groups, stimset, stimuli, version, seed)
+    scores += _gradcam_scores(groups, stimset, stimuli, version, seed, n_boot)
     return scores
 
 
-def _gradcam_scores(groups, stimset, stimuli, version, seed) -> list[Score]:
+def _gradcam_scores(groups, stimset, stimuli, version, seed, n_boot) -> list[Score]:
     out = []
     for (parameter, level), recs in sorted(groups.items(), key=lambda kv: (kv[0][0] or "", kv[0][1] or "")):
         # only generated charts have a known target mask
@@ -375,7 +377,7 @@ def _gradcam_scores(groups, stimset, stimuli, version, seed) -> list[Score]:
             src = stimuli[r["stimulus_id"]].image_source
             ious.append(gradcam_iou(cam, target_masks(src.charts, [src.index])[0]))
         v = np.array(ious)
-        value, lo, hi = bootstrap(lambda idx, v=v: v[idx].mean(axis=-1), len(v), N_BOOT_DEFAULT, seed)
+        value, lo, hi = bootstrap(lambda idx, v=v: v[idx].mean(axis=-1), len(v), n_boot, seed)
         prefix = "" if parameter is None else f"ood.{parameter}.{level}."
         out.append(Score(name=f"{prefix}gradcam_iou", value=value, ci_low=lo, ci_high=hi, n=len(v),
                          nulls=len(recs) - len(v), version=version, floor=0.0,

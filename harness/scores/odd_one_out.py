@@ -53,6 +53,7 @@ from .bootstrap import (
     resample_indices,
 )
 from .record import Score
+from .tasks import Bootstrap
 
 POSITIONS = (1, 2, 3)
 CITED_B_CEILING = 0.863
@@ -159,8 +160,9 @@ HUMAN_METHODS = {
 }
 
 
-def score_odd_one_out(records: list[dict], stimset: StimulusSet, *, seed: int = 0,
-                      n_boot: int = N_BOOT_DEFAULT) -> list[Score]:
+def score_odd_one_out(records: list[dict], stimset: StimulusSet, *,
+                      boot: Bootstrap = Bootstrap()) -> list[Score]:
+    seed, n_boot = boot.seed, boot.n
     human = stimset.human
     if not isinstance(human, OddOneOutVotes):
         raise TypeError(f"{stimset.task_id}: odd-one-out scoring needs OddOneOutVotes, "

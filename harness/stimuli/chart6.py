@@ -66,6 +66,7 @@ from PIL import Image
 from ..sources import DataError, Sources
 from ..sources.store import file_sha256
 from .base import LiteracyItems, Prompt, Stimulus, StimulusSet
+from .registry import NoOptions, TaskOptions
 
 VERSION = "1"
 TEST_VERSIONS = {"chartqa_human": "2"}  # 2: the 94 numeric items by default
@@ -406,6 +407,10 @@ def _build_lab_mc(sources: Sources, key: str, seed: int, human_sample: str) -> S
     return _stimset(test, stimuli, human, seed, f"{human_sample}.{key}")
 
 
+class LabOptions(TaskOptions):
+    human_sample: str = "cogsci2025"  # GGR/VLAT also take the COGSCI2024_GROUPS
+
+
 def build_ggr(sources: Sources, seed: int = 0, human_sample: str = "cogsci2025") -> StimulusSet:
     return _build_lab_mc(sources, "ggr", seed, human_sample)
 
@@ -481,6 +486,9 @@ def _responses_human(stimuli: list[Stimulus], sample: str,
     return _human(stimuli, sample, participant_rows=rows)
 
 
+HolfOptions = NoOptions
+
+
 def build_holf(sources: Sources, seed: int = 0) -> StimulusSet:
     test = TESTS["holf"]
     rows = _read_csv(sources.path("holf", "questions.csv"))
@@ -537,6 +545,10 @@ def _read_responses(path: Path) -> list[tuple[str, str, str, str]]:
     return [(r["participant_id"], r["question"], r["image_file"], r["response"]) for r in rows]
 
 
+class HolfMultiOptions(TaskOptions):
+    osf_root: Path | None = None
+
+
 def build_holf_multi(sources: Sources, seed: int = 0, osf_root: str | Path | None = None) -> StimulusSet:
     test = TESTS["holf_multi"]
     root = _root(osf_root, OSF_ENV)
@@ -577,6 +589,12 @@ def numeric_answer(answer: str) -> bool:
     """Whether an answer is a number; ChartQA-Human's own ``q_type`` column says the opposite
     ("non-numeric" on the numeric answers), so numeric-ness is read from the answers."""
     return as_number(answer) is not None
+
+
+class ChartQAOptions(TaskOptions):
+    chartqa_root: Path | None = None
+    osf_root: Path | None = None
+    items: Literal["numeric", "all"] = "numeric"
 
 
 def build_chartqa_human(sources: Sources, seed: int = 0, chartqa_root: str | Path | None = None,

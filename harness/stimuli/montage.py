@@ -14,7 +14,7 @@ bundled default FreeType font. Everything is deterministic for a given Pillow/Fr
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont

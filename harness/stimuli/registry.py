@@ -4,26 +4,54 @@ A task declares what it shows (its builder), which readout answers it for each m
 capability, and which metric family scores it. Builders are imported only when a task is used,
 so listing tasks stays instant.
 
-A task id ``BASE:VARIANT`` (VARIANT of letters, digits, ``_`` and ``-``) is the registered task
-BASE under its own id: a recipe can run one task several times, each with its own
-``task_options`` entry, and records, scores, metric names and figures carry the variant id.
+A task id is ``principle.track.name`` (lower case); ``BASE:VARIANT`` (VARIANT of letters,
+digits, ``_`` and ``-``) is the registered task BASE under its own id: a recipe can run one task
+several times, each with its own ``task_options`` entry, and records, scores, metric names and
+figures carry the variant id. :data:`TASK_ID` is the one definition of that form (the trial
+record schema reads it from here). Adding a task: docs/adding.md.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import GestaltError
 from ..lazy import resolve
 from .base import StimulusSet
+
+TASK_ID_PATTERN = r"^[a-z_]+\.[a-z_]+\.[a-z0-9_]+(:[A-Za-z0-9_-]+)?$"
+TASK_ID = re.compile(TASK_ID_PATTERN)
+
+
+class BadTaskId(GestaltError, ValueError):
+    """A task id not of the form principle.track.name[:VARIANT]."""
+
+
+class BadTaskOptions(GestaltError, ValueError):
+    """Options a task's builder does not take, or a value it refuses."""
+
+
+class TaskOptions(BaseModel):
+    """A builder's options (``task_options.<task>`` of a recipe, without ``readout``): each
+    builder module declares a subclass above its build function; unknown keys are refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+
+class NoOptions(TaskOptions):
+    """A builder that takes no options."""
 
 
 @dataclass(frozen=True)
 class TaskSpec:
     task_id: str
     builder: str  # "module:function" returning a StimulusSet from (sources, seed, **options)
+    options: str  # "module:Class", the builder's TaskOptions subclass
     readouts: dict[str, str]  # capability -> readout name (see harness.readouts.registry)
     scoring: str  # metric family in harness.scores.tasks
     battery: str
@@ -35,6 +63,11 @@ class TaskSpec:
     # correct, test-retest) get all repetitions; the others get one aggregated record per stimulus
     all_reps: bool = False
 
+    def __post_init__(self) -> None:
+        if not TASK_ID.match(self.task_id):
+            raise BadTaskId(f"task id {self.task_id!r} is not principle.track.name[:VARIANT] "
+                            f"(lower-case letters, digits and _; pattern {TASK_ID_PATTERN})")
+
     @property
     def principle(self) -> str:
         return self.task_id.split(".")[0]
@@ -43,9 +76,23 @@ class TaskSpec:
     def track(self) -> str:
         return self.task_id.split(".")[1]
 
+    def check_options(self, options: dict[str, Any]) -> TaskOptions:
+        """The builder's options over the task's defaults; pydantic's ValidationError on an
+        unknown key or a bad value (the recipe loader reports it with file:line)."""
+        return self.options_model().model_validate({**self.defaults, **options})
+
+    def options_model(self) -> type[TaskOptions]:
+        return resolve(self.options)
+
     def build(self, sources, seed: int = 0, **options: Any) -> StimulusSet:
         fn: Callable[..., StimulusSet] = resolve(self.builder)
-        stimset = fn(sources, seed=seed, **{**self.defaults, **options})
+        try:
+            checked = self.check_options(options)
+        except ValidationError as e:  # a recipe's options were checked at load, with their lines
+            err = e.errors()[0]
+            raise BadTaskOptions(f"{self.task_id}: option {'.'.join(map(str, err['loc']))}: "
+                                 f"{'unknown' if err['type'] == 'extra_forbidden' else err['msg']}") from None
+        stimset = fn(sources, seed=seed, **dict(checked))
         # a variant's stimuli carry its id (and so hash apart from the base task's); a copy, so a
         # builder that caches its sets never sees the id change
         return stimset if stimset.task_id == self.task_id else replace(stimset, task_id=self.task_id)
@@ -57,6 +104,7 @@ TASKS: dict[str, TaskSpec] = {
         TaskSpec(
             task_id="closure.nat.silhouette",
             builder="harness.stimuli.silhouette:build",
+            options="harness.stimuli.registry:NoOptions",
             readouts={"embed": "prototype", "generate": "prompt_label"},
             scoring="classification_vs_observers",
             battery="gestalt",
@@ -65,6 +113,7 @@ TASKS: dict[str, TaskSpec] = {
         TaskSpec(
             task_id="similarity.chart.mark_color",
             builder="harness.stimuli.mark_color:build",
+            options="harness.stimuli.registry:NoOptions",
             readouts={"embed": "odd_one_out", "generate": "prompt_choice"},
             scoring="odd_one_out",
             battery="gestalt",
@@ -73,6 +122,7 @@ TASKS: dict[str, TaskSpec] = {
         TaskSpec(
             task_id="similarity.chart.series_count",
             builder="harness.stimuli.series_count:build",
+            options="harness.stimuli.series_count:Options",
             readouts={"embed": "ridge", "generate": "prompt_count"},
             scoring="capacity",
             battery="gestalt",
@@ -83,6 +133,7 @@ TASKS: dict[str, TaskSpec] = {
         TaskSpec(
             task_id="similarity.nat.things",
             builder="harness.stimuli.things:build",
+            options="harness.stimuli.things:Options",
             readouts={"embed": "odd_one_out", "generate": "prompt_choice"},
             scoring="odd_one_out",
             battery="gestalt",
@@ -93,25 +144,29 @@ TASKS: dict[str, TaskSpec] = {
             TaskSpec(
                 task_id=f"literacy.chart.{test}",
                 builder=f"harness.stimuli.chart6:build_{test}",
+                options=f"harness.stimuli.chart6:{options}",
                 readouts={"generate": "chart6"},
                 scoring="chart6",
                 battery="chart6",
                 all_reps=True,
                 description=f"CHART-6 {description}",
             )
-            for test, description in (
-                ("ggr", "GGR graph literacy, 13 items (9 numeric, 4 multiple choice), exact match"),
-                ("vlat", "VLAT, 53 multiple-choice items on 12 chart types"),
-                ("calvi", "CALVI, 60 multiple-choice items, 45 on misleading charts"),
-                ("holf", "HOLF, 384 numeric items on 64 bar charts, relaxed accuracy (within 5%)"),
-                ("holf_multi", "HOLF-Multi, 216 numeric items on bar/line/scatter charts (data from OSF)"),
-                ("chartqa_human", "ChartQA-Human, 125 ChartQA test items, relaxed accuracy (images from ChartQA)"),
+            for test, options, description in (
+                ("ggr", "LabOptions", "GGR graph literacy, 13 items (9 numeric, 4 multiple choice), exact match"),
+                ("vlat", "LabOptions", "VLAT, 53 multiple-choice items on 12 chart types"),
+                ("calvi", "LabOptions", "CALVI, 60 multiple-choice items, 45 on misleading charts"),
+                ("holf", "HolfOptions", "HOLF, 384 numeric items on 64 bar charts, relaxed accuracy (within 5%)"),
+                ("holf_multi", "HolfMultiOptions",
+                 "HOLF-Multi, 216 numeric items on bar/line/scatter charts (data from OSF)"),
+                ("chartqa_human", "ChartQAOptions",
+                 "ChartQA-Human, 125 ChartQA test items, relaxed accuracy (images from ChartQA)"),
             )
         ),
         *(
             TaskSpec(
                 task_id=f"ratio.chart.{gen}_type{t}",
                 builder=f"harness.stimuli.bars.tasks:build_{gen}",
+                options=f"harness.stimuli.bars.tasks:{gen.capitalize()}Options",
                 readouts={"predict": "regression", "embed": "ridge", "generate": "prompt_number"},
                 scoring="mlae_vs_humans",
                 battery="bars",

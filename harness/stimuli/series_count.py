@@ -31,13 +31,15 @@ Design (every number below is a module constant or a build option):
 from __future__ import annotations
 
 from functools import partial
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from PIL import Image, ImageDraw
+from pydantic import Field
 
 from ..sources import Sources
 from .base import CapacityBand, Prompt, Stimulus, StimulusSet
+from .registry import TaskOptions
 
 TASK_ID = "similarity.chart.series_count"
 VERSION = "2"  # 2: 10 test trials per k (design default); fitted capacity
@@ -118,6 +120,13 @@ def make_stimulus(seed: int, split: str, index: int, k: int) -> Stimulus:
         ),
         meta={"k": k, "colors": series_colors, "series_sizes": sizes},
     )
+
+
+class Options(TaskOptions):
+    design: Design = "default"
+    n_test: int | None = Field(None, ge=1)  # None: the design's count
+    n_train: int = Field(N_TRAIN, ge=0)
+    k_values: tuple[Annotated[int, Field(ge=1, le=len(PALETTE))], ...] = Field(K_VALUES, min_length=1)
 
 
 def build(sources: Sources | None = None, seed: int = 0, design: Design = "default",

@@ -40,6 +40,7 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+from pydantic import Field, field_validator
 
 from ..sources import DataError, Sources
 from .base import Prompt, Stimulus, StimulusSet
@@ -51,6 +52,7 @@ from .montage import (
     position_of,
     to_positions,
 )
+from .registry import TaskOptions
 
 TASK_ID = "similarity.nat.things"
 VERSION = "2"  # 2: target positions balanced over the scored triplets
@@ -107,7 +109,7 @@ def read_votes(sources: Sources) -> dict[tuple[int, int, int], list[int]]:
                 items = [int(x) for x in row[:3]]
                 choice = int(row[3])
             except (ValueError, IndexError):
-                raise DataError(f"{path}: row {row_no} is not 'item1 item2 item3 choice subject'")
+                raise DataError(f"{path}: row {row_no} is not 'item1 item2 item3 choice subject'") from None
             if choice not in (1, 2, 3) or not all(1 <= i <= N_CONCEPTS for i in items):
                 raise DataError(f"{path}: row {row_no} has items {items}, choice {choice}")
             things = [int(to_things[i - 1]) for i in items]
@@ -129,6 +131,18 @@ def concept_image(root: Path, concept: str) -> Path:
 
 def _unavailable_image(message: str):
     raise FileNotFoundError(message)
+
+
+class Options(TaskOptions):
+    n_triplets: int | None = Field(None, ge=1)
+    image_root: Path | None = None  # else $GESTALT_THINGS_IMAGES; without either, no images
+
+    @field_validator("image_root")
+    @classmethod
+    def _a_folder(cls, v: Path | None) -> Path | None:
+        if v is not None and not v.expanduser().is_dir():
+            raise ValueError(f"{v}: THINGS image root is not a folder")
+        return v
 
 
 def build(sources: Sources, seed: int = 0, n_triplets: int | None = None,

@@ -98,7 +98,7 @@ def _cell(v: float | None, decimals: int | None) -> str:
 
 
 def scorecard_markdown(model: str, run_id: str, intervals: dict[str, Any],
-                       headline: Callable[[str], bool]) -> str:
+                       headline: Callable[[str, str], bool]) -> str:
     """A registered scorecard version's description: one Markdown table row per headline score
     (MLflow renders it on the version page), values to the precision their interval justifies."""
     lines = [(f"Alignment scorecard of **{model}**, battery run `{run_id}`. Floor: chance or a trivial "
@@ -111,7 +111,7 @@ def scorecard_markdown(model: str, run_id: str, intervals: dict[str, Any],
             lines.append(f"| {task} | unavailable | | {reason} | | | | |")
             continue
         for s in entry.get("scores", []):
-            if not headline(s["name"]) or s.get("value") is None:
+            if not headline(task, s["name"]) or s.get("value") is None:
                 continue
             d = decimals_for(s.get("ci_low"), s.get("ci_high"))
             ci = f"[{_cell(s['ci_low'], d)}, {_cell(s['ci_high'], d)}]" if d is not None else ""
@@ -365,7 +365,7 @@ class BatteryRun:
                 step = int(row.get("epoch", 0))
                 self.mlflow.log_metrics({f"{tag}/{k}": float(v) for k, v in row.items()
                                          if k != "epoch" and v is not None and v == v}, step=step)
-        for name, path in artifacts.items():
+        for path in artifacts.values():
             self.mlflow.log_artifact(str(path), artifact_path=f"models/{task_id}")
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import GestaltError
+from ..stimuli.registry import TASK_ID_PATTERN
 from .distributed import file_lock
 
 log = logging.getLogger("harness")
@@ -34,7 +35,9 @@ class RecordError(GestaltError, ValueError):
 
 @lru_cache(maxsize=1)
 def schema() -> dict:
-    return json.loads(resources.files("harness.trials").joinpath("trial_record.schema.json").read_text())
+    out = json.loads(resources.files("harness.trials").joinpath("trial_record.schema.json").read_text())
+    out["properties"]["task_id"]["pattern"] = TASK_ID_PATTERN  # one definition, checked at declaration
+    return out
 
 
 @lru_cache(maxsize=1)

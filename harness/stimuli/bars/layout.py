@@ -250,7 +250,7 @@ def haehn_ops(c: HaehnCharts, i: int) -> list[tuple]:
     ops: list[tuple] = []
     marked = c.marked[i].tolist()
     if c.chart_type in BAR_TYPES:
-        for k, (left, d) in enumerate(zip(HAEHN_BAR_LEFT, v)):
+        for left, d in zip(HAEHN_BAR_LEFT, v):
             right, top = left + HAEHN_BAR_WIDTH, BASELINE - d
             ops += [(BOX, left, top, left, BASELINE, ink), (BOX, right, top, right, BASELINE, ink),
                     (BOX, left, top, right, top, ink)]

@@ -17,9 +17,10 @@ unchanged. Prompt models answer in percent (the prompt asks for 0-100); the scor
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import Field
 
 from ...sources import Sources
 from ..base import Prompt, Stimulus, StimulusSet
@@ -38,6 +39,7 @@ from .grape import (
 from .haehn import sample_haehn_splits
 from .humans import human_references
 from .render import ChartImage
+from ..registry import TaskOptions
 
 VERSION = "2"  # 2: renderer 2 (GRAPE's fonts and text origins), levels option
 PROMPT = Prompt(
@@ -95,6 +97,17 @@ def _select_levels(levels, ood) -> list:
     return out
 
 
+class GrapeOptions(TaskOptions):
+    chart_type: int = Field(1, ge=1, le=5)
+    n_train: int = Field(5000, ge=0)
+    n_val: int = Field(1000, ge=0)
+    n_test: int = Field(1000, ge=1)
+    ood: Any = "all"  # "all", "none", a list of parameters or {parameter: [levels]}
+    n_ood: int = Field(100, ge=0)
+    augment: str | None = None
+    mask: bool = False
+
+
 def build_grape(sources: Sources, seed: int = 0, *, chart_type: int = 1, n_train: int = 5000,
                 n_val: int = 1000, n_test: int = 1000, ood: Any = "all", n_ood: int = 100,
                 augment: str | None = None, mask: bool = False, levels: str = "config",
@@ -150,6 +163,16 @@ def build_grape(sources: Sources, seed: int = 0, *, chart_type: int = 1, n_train
         stimuli=stimuli, human_ref_id="grape-user-study", prompt=PROMPT,
         human=human_references(sources, chart_type, "grape"),
         seed=seed)
+
+
+class HaehnOptions(TaskOptions):
+    chart_type: int = Field(1, ge=1, le=5)
+    n_train: int = Field(5000, ge=0)
+    n_val: int = Field(1000, ge=0)
+    n_test: int = Field(1000, ge=1)
+    noise: bool = False
+    values: Literal["cleveland-mcgill", "cleveland-mcgill-20", "random"] = "cleveland-mcgill"
+    marked: Literal["fixed", "adjacent"] = "fixed"
 
 
 def build_haehn(sources: Sources, seed: int = 0, *, chart_type: int = 1, n_train: int = 5000,

@@ -1,4 +1,4 @@
-"""``gestalt register``: a model's alignment scorecard in MLflow (SPEC 8, reference/platform.md 1.9).
+"""``gestalt register``: a model's alignment scorecard in MLflow (docs/design.md, "Scorecards").
 
 For one FINISHED battery run:
 
@@ -13,12 +13,12 @@ For one FINISHED battery run:
    (MLflow drops exact duplicates) while the LoggedModel gets them; the run records the model and
    the stimulus sets as its inputs.
 3. ``mlflow.register_model("models:/<model_id>", name)``, an alias on that version, identity and
-   provenance as version tags. Registered versions carry no metrics in the OSS store (platform.md
-   1.9), so the headline scores are the version's description, a Markdown table MLflow renders
+   provenance as version tags. Registered versions carry no metrics in the OSS store (docs/design.md,
+   "MLflow notes"), so the headline scores are the version's description, a Markdown table MLflow renders
    (:func:`~harness.tracking.mlflow_run.scorecard_markdown`). Registering the same run again
    reuses its version.
 
-Known MLflow 3.17.2 bug (platform.md 1.9): ``search_logged_models(datasets=[{"dataset_name":
+Known MLflow 3.17.2 bug (docs/design.md, "MLflow notes"): ``search_logged_models(datasets=[{"dataset_name":
 ...}])`` finds nothing through a tracking server unless ``dataset_digest`` is passed too;
 :func:`find_scorecards` always passes both.
 
@@ -36,20 +36,15 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from ..errors import GestaltError
+from ..scores.tasks import family_of
 from .mlflow_run import scorecard_markdown
 
 DIGEST_CHARS = 36  # MLflow's dataset digest columns are String(36)
 ALIAS = re.compile(r"^[\w-]+$")
-DETAIL = re.compile(r"^a_k\d+$|[/.]")  # per-level curves (a_k07) and breakdowns (graph_type/bar/...)
-
-
-def is_headline_name(name: str) -> bool:
-    """A model's own headline score: not a per-level/breakdown detail, not a human reference."""
-    return not DETAIL.search(name) and not name.startswith("human_")
-
 
 class RegistryError(GestaltError):
     """A run that cannot be registered as a scorecard, or a bad alias / name."""
@@ -84,7 +79,7 @@ def _tracking(uri: str) -> Iterator[Any]:
     try:
         yield mlflow
     finally:
-        mlflow.set_tracking_uri(previous)
+        mlflow.set_tracking_uri(previous)  # type: ignore[arg-type]  # None: back to the default
 
 
 @contextlib.contextmanager
@@ -125,7 +120,7 @@ def _stimulus_set(task: str, sha256: str, run_id: str):
 
     source = CodeDatasetSource({"gestalt.task": task, "gestalt.stimulus_set_sha256": sha256,
                                 "gestalt.run_id": run_id})
-    return MetaDataset(source=source, name=task, digest=sha256[:DIGEST_CHARS])
+    return MetaDataset(source=source, name=task, digest=sha256[:DIGEST_CHARS])  # type: ignore[abstract]
 
 
 def logged_model_for(mlflow, run, experiment_id: str):
@@ -206,10 +201,15 @@ def register_scorecard(tracking_uri: str, run_id: str, name: str | None = None,
         else:
             mv = mlflow.register_model(f"models:/{lm.model_id}", name, tags=vtags)
             client.update_model_version(name, mv.version, description=scorecard_markdown(
-                tags["gestalt.model"], run.info.run_id, intervals, is_headline_name))
+                tags["gestalt.model"], run.info.run_id, intervals, _is_headline))
     client.set_registered_model_alias(name, alias, mv.version)
     return Scorecard(name=name, version=str(mv.version), alias=alias, model_id=lm.model_id,
                      run_id=run.info.run_id, tags=vtags)
+
+
+def _is_headline(task_id: str, score_name: str) -> bool:
+    family = family_of(task_id)
+    return family is not None and family.is_headline(score_name)
 
 
 def find_scorecards(tracking_uri: str, experiment_id: str, task: str, stimulus_set_sha256: str,
@@ -217,7 +217,7 @@ def find_scorecards(tracking_uri: str, experiment_id: str, task: str, stimulus_s
     """LoggedModels with metrics on a task's stimulus set, best first by ``order_by`` metric.
 
     Passes ``dataset_digest`` with ``dataset_name``: without it MLflow 3.17.2 finds nothing
-    through a tracking server (platform.md 1.9).
+    through a tracking server (docs/design.md, "MLflow notes").
     """
     with _tracking(tracking_uri) as mlflow:
         return mlflow.search_logged_models(
@@ -234,7 +234,7 @@ def register_trained_model(tracking_uri: str, run_id: str, task_id: str, name: s
 
     A raw artifact cannot go through ``mlflow.register_model`` in MLflow 3 ("Unable to find a
     logged_model"), so this uses the verified client path: ``create_registered_model`` then
-    ``create_model_version`` with the artifact URI as source (shared/reference/platform.md).
+    ``create_model_version`` with the artifact URI as source (docs/design.md, "MLflow notes").
     The checkpoint loads with ``torch.load(weights_only=True)``.
     """
     from mlflow import MlflowClient

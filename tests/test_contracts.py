@@ -1,0 +1,297 @@
+"""Typed contracts at the stage boundaries (issue 11) and bad recipe input stopping before any
+run exists (issue 12, section 5): one line naming file:line and key, exit status 2."""
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.cli import main
+from tests.conftest import MIRROR
+
+SILHOUETTE = "closure.nat.silhouette"
+SERIES = "similarity.chart.series_count"
+TINY_VIT = {"id": "tiny-vit", "source": "timm", "name": "test_vit", "weights": "random", "batch_size": 40}
+
+
+@pytest.fixture
+def no_model_loads(monkeypatch):
+    """Any attempt to build a model adapter fails the test: errors must come first."""
+    import harness.models.registry
+    import harness.run
+
+    def refuse(*a, **k):
+        raise AssertionError("a model adapter was built before the bad input was reported")
+
+    monkeypatch.setattr(harness.models.registry, "build_adapter", refuse)
+    monkeypatch.setattr(harness.run, "build_adapter", refuse)
+
+
+def fails(args, capsys) -> str:
+    """Run the CLI, expect exit 2 with exactly one line on stderr; return it."""
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+def recipe_text(tmp_path: Path, text: str, name: str = "r.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+BASE = f"""name: t
+models:
+  - {{id: m, source: timm, name: test_vit, weights: random}}
+tasks: [{SILHOUETTE}, {SERIES}]
+data: {{mirror: {MIRROR}}}
+tracking: {{enabled: false}}
+"""
+
+
+# -- 1. task options typed by the builder ------------------------------------------------------
+
+@pytest.mark.parametrize("options, line, key, what", [
+    (f"  {SILHOUETTE}: {{n_tset: 5}}", 8, f"task_options.{SILHOUETTE}.n_tset", "unknown key"),
+    (f"  {SERIES}:\n    n_test: many", 9, f"task_options.{SERIES}.n_test", "valid integer"),
+    (f"  {SERIES}:\n    k_values: [0, 4]", 9, f"task_options.{SERIES}.k_values.0", "greater than or equal to 1"),
+])
+def test_bad_task_option_exits_2_with_file_line_before_any_model(tmp_path, capsys, no_model_loads,
+                                                                  options, line, key, what):
+    path = recipe_text(tmp_path, BASE + "task_options:\n" + options + "\n")
+    for args in (["recipe", str(path)], ["recipe", str(path), "--dry-run"]):
+        err = fails(args, capsys)
+        assert err.startswith(f"gestalt: error: {path}:{line}: {key}: "), err
+        assert what in err
+
+
+def test_every_builder_declares_its_options_as_its_signature():
+    """The Options model of each task is its builder's keyword arguments, names and defaults."""
+    import inspect
+
+    from harness.lazy import resolve
+    from harness.stimuli.registry import TASKS
+
+    for spec in TASKS.values():
+        params = {k: p.default for k, p in inspect.signature(resolve(spec.builder)).parameters.items()
+                  if k not in ("sources", "seed")}
+        fields = {k: f.default for k, f in spec.options_model().model_fields.items()}
+        assert params == fields, spec.task_id
+
+
+def test_builder_value_checks_name_the_recipe_line(tmp_path, capsys, no_model_loads):
+    """A value only the builder can judge (THINGS n_triplets above the data's 1,000) still stops
+    in preflight, naming the task_options line."""
+    path = recipe_text(tmp_path, BASE.replace(SERIES, "similarity.nat.things")
+                       + "task_options:\n  similarity.nat.things: {n_triplets: 5000}\n")
+    err = fails(["recipe", str(path), "--dry-run"], capsys)
+    assert f"{path}:8: task_options.similarity.nat.things: " in err and "n_triplets" in err
+
+
+# -- readout settings: their own key, checked in preflight ---------------------------------------
+
+def test_readout_settings_live_under_readout_and_are_checked_before_any_run(tmp_path, capsys, monkeypatch):
+    from harness.recipes import load_recipe
+    from harness.run import preflight
+
+    monkeypatch.setattr("harness.tracking.mlflow_run.BatteryRun.__enter__",
+                        lambda self: pytest.fail("an MLflow run started"))
+    text = BASE + f"task_options:\n  {SERIES}:\n    n_test: 20\n    readout: {{alpha: 2.0}}\n"
+    path = recipe_text(tmp_path, text)
+    recipe = load_recipe(path)
+    assert recipe.builder_options(SERIES) == {"n_test": 20}
+    assert recipe.readout_options(SERIES) == {"alpha": 2.0}
+    err = fails(["recipe", str(path), "--dry-run"], capsys)
+    assert err.startswith(f"gestalt: error: {path}:10: task_options.{SERIES}.readout.alpha: "), err
+    # the same recipe without the bad setting plans, and the built readouts are kept for the run
+    good = recipe_text(tmp_path, text.replace("    readout: {alpha: 2.0}\n", ""), "good.yaml")
+    planned, _, _ = preflight(load_recipe(good))
+    assert set(planned[0].readouts) == {SILHOUETTE, SERIES}
+
+
+def test_misspelt_generation_key_stops_in_preflight(tmp_path, capsys, monkeypatch):
+    """`temprature` today only changes the cache key (every trial reruns); now it names the line."""
+    import harness.run
+
+    monkeypatch.setattr(harness.run, "build_adapter", lambda spec: None)
+    monkeypatch.setattr(harness.run, "adapter_class", lambda source: type("A", (), {"capabilities": {"generate"}}))
+    text = BASE.replace("{id: m, source: timm, name: test_vit, weights: random}",
+                        "{id: m, source: api, name: openai/x, generation: {temprature: 0.2}}")
+    path = recipe_text(tmp_path, text.replace(f", {SERIES}", ""))
+    err = fails(["recipe", str(path), "--dry-run"], capsys)
+    assert err.startswith(f"gestalt: error: {path}:3: models.0.generation.temprature: "), err
+
+
+def test_unknown_readout_negative_seed_missing_weights_and_image_root(tmp_path, capsys, no_model_loads):
+    cases = [
+        (BASE.replace("weights: random}", f"weights: random, readouts: {{{SERIES}: ridgee}}}}"),
+         3, "models.0.readouts." + SERIES, "unknown readout 'ridgee'"),
+        (BASE + "seed: -1\n", 7, "seed", "greater than or equal to 0"),
+        (BASE.replace("weights: random", f"weights: {tmp_path}/nope.pt"), 3, "models.0.weights", "no such file"),
+        (BASE.replace(SERIES, "similarity.nat.things")
+         + f"task_options:\n  similarity.nat.things: {{image_root: {tmp_path}/none}}\n",
+         8, "task_options.similarity.nat.things.image_root", "not a folder"),
+    ]
+    for text, line, key, what in cases:
+        path = recipe_text(tmp_path, text)
+        err = fails(["recipe", str(path), "--dry-run"], capsys)
+        assert err.startswith(f"gestalt: error: {path}:{line}: {key}"), err
+        assert what in err, err
+
+
+# -- 2. scoring families and one Bootstrap -------------------------------------------------------
+
+def test_bar_chart_scores_follow_n_boot(sources):
+    from harness.scores.tasks import Bootstrap, get_family
+    from harness.stimuli.registry import get_task
+
+    task = get_task("ratio.chart.haehn_type1")
+    stimset = task.build(sources, n_train=0, n_val=0, n_test=40)
+    rng = np.random.default_rng(0)
+    records = [{"stimulus_id": s.stimulus_id, "response": float(s.ground_truth) * rng.uniform(0.7, 1.3),
+                "ground_truth": float(s.ground_truth), "parse_status": "ok", "manipulated_value": None,
+                "raw_output": None} for s in stimset.test]
+    family = get_family(task.scoring)
+    few = {s.name: s for s in family.score(records, stimset, Bootstrap(n=100, seed=0))}
+    many = {s.name: s for s in family.score(records, stimset, Bootstrap(n=3000, seed=0))}
+    assert few["mlae"].value == many["mlae"].value
+    assert (few["mlae"].ci_low, few["mlae"].ci_high) != (many["mlae"].ci_low, many["mlae"].ci_high)
+    assert "3000 draws" in many["mlae"].method
+
+
+def test_score_command_reproduces_the_runs_intervals(write_recipe, capsys):
+    from harness.recipes import load_recipe
+    from harness.run import run_recipe
+
+    path = write_recipe([TINY_VIT], [SERIES], task_options={SERIES: {"n_test": 20, "n_train": 40}},
+                        bootstrap={"n_boot": 150, "n_boot_kappa": 150, "seed": 7},
+                        tracking={"enabled": False})
+    recipe = load_recipe(path)
+    [result] = run_recipe(recipe, echo=lambda s: None)
+    capsys.readouterr()
+    main(["score", str(recipe.out_dir / "tiny-vit" / "records" / f"{SERIES}.jsonl"), f"--recipe={path}"])
+    rescored = json.loads(capsys.readouterr().out)
+    ran = json.loads(json.dumps([s.to_dict() for s in result.scores[SERIES]]))  # as the command prints
+    assert json.dumps(rescored, sort_keys=True) == json.dumps(ran, sort_keys=True)
+    assert any("150 draws" in s["method"] for s in rescored)
+
+
+def test_headline_scores_come_from_the_family():
+    from harness.scores.record import Score
+    from harness.scores.tasks import FAMILIES, family_of
+
+    def score(name, value=0.5):
+        return Score(name=name, value=value, ci_low=None, ci_high=None, n=1, nulls=0, method="", version="1")
+
+    assert family_of(f"{SERIES}:variant") is FAMILIES["capacity"]
+    assert family_of("gone.task.id") is None
+    fam = FAMILIES["odd_one_out"]
+    scores = [score("human_majority_agreement"), score("B_color_td"), score("B", None), score("B_x")]
+    assert [s.name for s in fam.headline_scores(scores)] == ["B_color_td", "B", "B_x"]
+    assert fam.primary_score(scores) is None  # B has no value
+    assert FAMILIES["capacity"].primary_score([score("a_k03"), score("accuracy", 0.9)]).value == 0.9
+
+
+def test_figures_are_chosen_by_family_not_by_prefix(monkeypatch):
+    """A CHART-6-scored task outside the literacy.chart. prefix still gets the CHART-6 figures."""
+    from dataclasses import replace
+
+    import harness.reports.chart6_figures as c6
+    import harness.reports.figures as figures
+    from harness.stimuli.registry import TASKS
+
+    monkeypatch.setattr(c6, "chart6_battery_figures", lambda *a: {"chart6": a[0]})
+    monkeypatch.setitem(TASKS, "reading.nat.menus", replace(TASKS["literacy.chart.vlat"], task_id="reading.nat.menus"))
+    assert figures.battery_figures("reading.nat.menus", [], [], None, "m") == {"chart6": "reading.nat.menus"}
+
+
+# -- 4. task ids ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", ["proximity.dots", "Proximity.nat.dots", "a.b.c.d", "a.b.c:", "a.b.c:x y"])
+def test_task_id_is_checked_when_declared(bad):
+    from harness.stimuli.registry import BadTaskId, TaskSpec
+
+    with pytest.raises(BadTaskId, match=re.escape(repr(bad))):
+        TaskSpec(task_id=bad, builder="m:f", options="m:O", readouts={}, scoring="capacity",
+                 battery="b", description="")
+
+
+def test_record_schema_reads_the_registry_pattern():
+    from harness.stimuli.registry import TASK_ID_PATTERN
+    from harness.trials.records import schema
+
+    assert schema()["properties"]["task_id"]["pattern"] == TASK_ID_PATTERN
+
+
+# -- issue 12 section 5: the loader never gives a traceback ---------------------------------------
+
+@pytest.mark.parametrize("content, what", [
+    (b"name: t\n\xff\xfe models: []\n", "not UTF-8"),
+    (b"\x00\x01\x02binary", "binary file"),
+    ("name: t\n" + "x:\n" + "".join(" " * (i + 1) + f"k{i}:\n" for i in range(1100)), "nested"),
+    ("a: " + "[" * 5000 + "]" * 5000 + "\n", "nested"),
+    ("name: t\nname: u\n", "line 1"),
+    ("seed: 012\n", "leading zero"),
+])
+def test_loader_refuses_bad_files_in_one_line(tmp_path, capsys, content, what):
+    path = tmp_path / "r.yaml"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    err = fails(["recipe", str(path), "--dry-run"], capsys)
+    assert err.startswith(f"gestalt: error: {path}") and what in err, err
+
+
+@pytest.mark.timeout(60)  # main hangs here, growing past 2 GB
+def test_alias_bomb_is_refused_quickly(tmp_path, capsys):
+    lines = ["a0: [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 10)]
+    lines[0] = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]"
+    path = recipe_text(tmp_path, "\n".join(lines) + "\n")
+    err = fails(["recipe", str(path)], capsys)
+    assert "alias" in err
+
+
+def test_extends_to_binary_or_nul_path(tmp_path, capsys):
+    (tmp_path / "bin.yaml").write_bytes(bytes(range(256)))
+    path = recipe_text(tmp_path, "extends: bin.yaml\nname: t\n")
+    assert "binary file" in fails(["recipe", str(path)], capsys)
+    path = recipe_text(tmp_path, 'extends: "a\\0b.yaml"\nname: t\n')
+    assert f"{path}:1: extends: a path cannot hold a NUL" in fails(["recipe", str(path)], capsys)
+
+
+def test_yaml_11_surprises_read_as_meant(tmp_path):
+    from harness.recipes import RecipeError, load_recipe
+
+    base = BASE.replace(f", {SERIES}", "")
+    recipe = load_recipe(recipe_text(tmp_path, base + "description: no\nruntime: {progress: yes}\n"))
+    assert recipe.description == "no" and recipe.runtime.progress is True
+    with pytest.raises(RecipeError, match=r"r.yaml:3: models.0.batch_size: .*integer"):
+        load_recipe(recipe_text(tmp_path, base.replace("weights: random", "weights: random, batch_size: 1:30")))
+    assert load_recipe(recipe_text(tmp_path, base + "seed: 0o12\n")).seed == 10
+
+
+@pytest.mark.parametrize("section, value", [("runtime", "{processes: 1000}"), ("bootstrap", "{n_boot: 100000000}")])
+def test_upper_bounds(tmp_path, section, value):
+    from harness.recipes import RecipeError, load_recipe
+
+    with pytest.raises(RecipeError, match="less than or equal"):
+        load_recipe(recipe_text(tmp_path, BASE + f"{section}: {value}\n"))
+    models = "".join(f"  - {{id: m{i}, source: timm, name: test_vit}}\n" for i in range(300))
+    with pytest.raises(RecipeError, match="models: List should have at most 256"):
+        load_recipe(recipe_text(tmp_path, BASE.replace("  - {id: m, source: timm, name: test_vit, weights: random}\n",
+                                                       models)))
+
+
+def test_bad_yaml_in_a_command_line_override(tmp_path, capsys):
+    path = recipe_text(tmp_path, BASE)
+    err = fails(["recipe", str(path), "--tasks=not: [valid", "--dry-run"], capsys)
+    assert err.startswith("gestalt: error: override tasks") and "not valid YAML" in err
+
+
+def test_stimuli_command_refuses_a_bad_option_in_one_line(tmp_path, capsys):
+    err = fails(["stimuli", SERIES, str(tmp_path / "out"), "--n_tset=5"], capsys)
+    assert err == f"gestalt: error: {SERIES}: option n_tset: unknown"
