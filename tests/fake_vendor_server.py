@@ -31,7 +31,8 @@ import urllib.parse
 from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 
 @dataclass
@@ -213,7 +214,7 @@ class FakeVendorServer:
                                         daemon=True)
         self._thread.start()
 
-    def script(self, *actions) -> "FakeVendorServer":
+    def script(self, *actions) -> FakeVendorServer:
         self.actions.extend(actions)
         return self
 

@@ -175,7 +175,7 @@ def test_task_options_key_naming_no_task_is_an_error_with_its_line(tmp_path):
     with pytest.raises(RecipeError, match=r"r\.yaml:6: models\.0\.readouts\.closure\.nat\.silhouette: not a task"):
         load_recipe(write(tmp_path, "r.yaml", bad))
     # an unknown task in tasks names its line too
-    bad = VARIANTS.replace('"{HAEHN}:step-b"'.format(HAEHN=HAEHN), "closure.nat.silhuette")
+    bad = VARIANTS.replace(f'"{HAEHN}:step-b"', "closure.nat.silhuette")
     with pytest.raises(RecipeError, match=r"b\.yaml:6: tasks\.2: unknown task 'closure\.nat\.silhuette'"):
         load_recipe(write(tmp_path, "b.yaml", bad))
 

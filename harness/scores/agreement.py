@@ -26,7 +26,6 @@ import numpy as np
 from ..stimuli.base import ObserverPanel, StimulusSet
 from .bootstrap import (
     N_BOOT_DEFAULT,
-    N_BOOT_KAPPA,
     Statistic,
     bootstrap,
     paired_difference,

@@ -46,7 +46,6 @@ import numpy as np
 from ..stimuli.base import OddOneOutVotes, StimulusSet
 from .agreement import mean_stat, null_bracket, parseable
 from .bootstrap import (
-    N_BOOT_DEFAULT,
     bootstrap,
     percentile_ci,
     recentred_ci,
