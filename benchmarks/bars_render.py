@@ -52,8 +52,8 @@ def main() -> None:
         render.render(charts)  # warm-up: glyph and layer caches
         for i in range(20):
             pil_reference.draw_grape(charts, i)
-        fast = args.n / _best(lambda: render.render(charts), args.reps)
-        pil = args.n_pil / _best(lambda: [pil_reference.draw_grape(charts, i) for i in range(args.n_pil)],
+        fast = args.n / _best(lambda charts=charts: render.render(charts), args.reps)
+        pil = args.n_pil / _best(lambda charts=charts: [pil_reference.draw_grape(charts, i) for i in range(args.n_pil)],
                                  args.reps)
         worst = min(worst, fast)
         print(f"{t:>4} {fast:>19,.0f} {pil:>18,.0f} {fast / pil:>6.1f}")

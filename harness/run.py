@@ -276,7 +276,8 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
             ctx = (BatteryRun(uri=uri, experiment=recipe.tracking.experiment, run_name=spec.id, tags=tags,
                               resume=prior.run_id) if track else contextlib.nullcontext())
             with ctx as run:
-                local_id = run.run_id if run is not None else f"{recipe.name}-{spec.id}-{time.strftime('%Y%m%d-%H%M%S')}"
+                local_id = (run.run_id if run is not None
+                            else f"{recipe.name}-{spec.id}-{time.strftime('%Y%m%d-%H%M%S')}")
                 run_id = dist.gather([local_id])[0]
                 result = _battery_trials(recipe, p, stimsets, dist, adapter, stores, run, run_id, echo)
                 if result.failed:

@@ -16,7 +16,8 @@ Behaviour is scripted per request from a queue of actions (then ``reply`` by def
 (a 200 with exactly that body: the vendors' documented shapes), ``Drop()`` (the connection closes
 with no answer), ``Sleep(seconds)`` (answer only
 after the client's timeout), ``Malformed()`` (a 200 whose body is not JSON), ``Blocked()`` (Gemini:
-no candidates). A request may carry text alone (no image part): the LLM answer extractor. A wrong key gets a 401 whose body echoes the key it was sent, as some vendors do
+no candidates). A request may carry text alone (no image part): the LLM answer extractor. A wrong key gets a 401
+whose body echoes the key it was sent, as some vendors do
 partially, so redaction can be tested.
 """
 

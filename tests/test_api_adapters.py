@@ -417,7 +417,8 @@ def test_transport_defaults_and_azure(server, monkeypatch):
         "base_url": server.url, "api_version": "2024-10-21", "served_model": "gpt-4o"}))
     assert azure.generate(IMAGE, PROMPT, SETTINGS).text == "2"
     req = server.requests[-1]
-    assert req.vendor == "azure" and req.path == "/openai/deployments/vision-deploy/chat/completions?api-version=2024-10-21"
+    assert req.vendor == "azure"
+    assert req.path == "/openai/deployments/vision-deploy/chat/completions?api-version=2024-10-21"
     assert req.headers["api-key"] == KEY
     with pytest.raises(ModelError, match="api_version"):
         build_adapter(ModelSpec(id="az", source="api", name="azure/d", options={"base_url": server.url}))

@@ -55,8 +55,10 @@ def test_lightness_shift_round_trip():
 
 def test_human_references_equal_the_source_tables(sources):
     haehn_rows = list(csv.DictReader(open(sources.path("haehn-perception", "human_mlae_position_length.csv"))))
-    grape_rows = list(csv.DictReader(open(sources.path("grape", "derived/user_study_mlae_by_type_condition_digitized.csv"))))
-    conditions = [r["condition"] for r in csv.DictReader(open(sources.path("grape", "derived/user_study_conditions.csv")))]
+    grape_csv = sources.path("grape", "derived/user_study_mlae_by_type_condition_digitized.csv")
+    grape_rows = list(csv.DictReader(open(grape_csv)))
+    conditions_csv = sources.path("grape", "derived/user_study_conditions.csv")
+    conditions = [r["condition"] for r in csv.DictReader(open(conditions_csv))]
     for t in range(1, 6):
         refs = human_references(sources, t)
         cm = next(r for r in haehn_rows if r["source"].startswith("Cleveland") and int(r["cm_type"]) == t)

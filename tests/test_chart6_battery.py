@@ -46,7 +46,8 @@ def test_chart6_battery_offline(tmp_path, monkeypatch):
 
     for r in results:
         assert "literacy.chart.holf_multi" in r.unavailable
-        for task, n_items in (("literacy.chart.ggr", 13), ("literacy.chart.vlat", 53), ("literacy.chart.ggr:again", 13)):
+        for task, n_items in (("literacy.chart.ggr", 13), ("literacy.chart.vlat", 53),
+                              ("literacy.chart.ggr:again", 13)):
             recs = [validate(json.loads(x)) for x in
                     (tmp_path / "out" / r.model_id / "records" / f"{task}.jsonl").read_text().splitlines()]
             assert len(recs) == 2 * n_items and {x["rep"] for x in recs} == {0, 1}

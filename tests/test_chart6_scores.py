@@ -244,7 +244,7 @@ def test_ggr_gap_and_error_pattern_marked_format_mismatched(sources):
     open_items = sum(s.meta["options"] == [] for s in default.test)
     assert open_items == 9  # the numeric items models answer open-ended
     records = [record(s, 0, s.ground_truth) for s in default.test]
-    s = by_name(score_chart6(records, default, seed=0, n_boot=100, n_splits=50))
+    s = by_name(score_chart6(records, default, n_splits=50, boot=Bootstrap(n=100, seed=0)))
     for name in ("gap_all", "gap_valid", "error_r_all", "error_r_valid"):
         if name in s:
             assert "format-mismatched" in s[name].method and s[name].extra["format_mismatch"]
@@ -253,4 +253,4 @@ def test_ggr_gap_and_error_pattern_marked_format_mismatched(sources):
     math3 = chart6.build_ggr(sources, human_sample="cogsci2024_math_3")
     recs = [record(x, 0, x.ground_truth) for x in math3.test]
     assert all("format-mismatched" not in x.method
-               for x in score_chart6(recs, math3, seed=0, n_boot=100, n_splits=50))
+               for x in score_chart6(recs, math3, n_splits=50, boot=Bootstrap(n=100, seed=0)))

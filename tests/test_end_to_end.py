@@ -177,7 +177,8 @@ def test_help_lists_commands_and_imports_nothing_heavy():
     code = ("import sys\nfrom harness.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
             "heavy = [m for m in ('torch', 'mlflow', 'timm', 'transformers', 'numpy', 'matplotlib') "
             "if m in sys.modules]\nprint('HEAVY', heavy)")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, PAGER="cat"))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, PAGER="cat"))
     out = res.stdout + res.stderr
     for command in ("recipe", "tasks", "models", "data", "stimuli", "score"):
         assert command in out

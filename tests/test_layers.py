@@ -56,7 +56,8 @@ def test_every_stage_module_is_checked():
 
 def test_scores_package_imports_no_torch():
     modules = [".".join(p.relative_to(REPO).with_suffix("").parts) for p in (REPO / "harness/scores").glob("*.py")]
-    code = f"import sys\nfor m in {modules!r}:\n    __import__(m)\nprint(sorted(k for k in ('torch', 'timm', 'transformers') if k in sys.modules))"
+    code = (f"import sys\nfor m in {modules!r}:\n    __import__(m)\n"
+            "print(sorted(k for k in ('torch', 'timm', 'transformers') if k in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

@@ -13,6 +13,7 @@ from harness.scores import mlae as M
 from harness.scores.tasks import get_scorer
 from harness.stimuli.bars import haehn
 from harness.stimuli.bars.tasks import build_grape, build_haehn
+from harness.scores.tasks import Bootstrap
 
 
 def test_log_abs_error_hand_worked():
@@ -217,7 +218,7 @@ def test_authors_rendered_charts_are_scored_beside_the_iid_charts(tmp_path, sour
     def respond(s):  # off by 2 points on the authors' charts, by 1 on gestalt's
         return s.ground_truth + (0.02 if s.manipulated_value else 0.01)
 
-    scores = {s.name: s for s in get_scorer("mlae_vs_humans")(_records(ss, respond), ss, seed=0)}
+    scores = {s.name: s for s in get_scorer("mlae_vs_humans")(_records(ss, respond), ss, boot=Bootstrap(seed=0))}
     assert scores["mlae"].n == 40 and scores["rendered_by.grape-authors.mlae"].n == 24
     gap = scores["rendered_by.grape-authors.mlae_gap"]
     assert gap.value == pytest.approx(np.log2(2.125) - np.log2(1.125))

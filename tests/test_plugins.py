@@ -44,7 +44,8 @@ def build_wheel(tmp_path):
     for name, text in files.items():
         digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
         record.append(f"{name},sha256={digest},{len(text.encode())}")
-    files["gestalt_constant-0.1.dist-info/RECORD"] = "\n".join(record + ["gestalt_constant-0.1.dist-info/RECORD,,"]) + "\n"
+    record.append("gestalt_constant-0.1.dist-info/RECORD,,")
+    files["gestalt_constant-0.1.dist-info/RECORD"] = "\n".join(record) + "\n"
     wheel = tmp_path / "gestalt_constant-0.1-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as z:
         for name, text in files.items():

@@ -72,7 +72,9 @@ def test_cosine_readout_on_mark_triplets(sources):
         # independent: cosine between palette colours in canonical order, most similar pair
         vec = {c: np.array([int(palette[c][i:i + 2], 16) for i in (1, 3, 5)], float) - 100
                for c in s.meta["colors"]}
-        cos = lambda x, y: vec[x] @ vec[y] / np.linalg.norm(vec[x]) / np.linalg.norm(vec[y])
+        def cos(x, y, vec=vec):
+            return vec[x] @ vec[y] / np.linalg.norm(vec[x]) / np.linalg.norm(vec[y])
+
         pair = max(combinations(sorted(s.meta["colors"]), 2), key=lambda p: cos(*p))
         odd_colour = (set(s.meta["colors"]) - set(pair)).pop()
         assert r.parse_status == "ok" and r.response in (1, 2, 3)

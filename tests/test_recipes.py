@@ -171,7 +171,8 @@ def test_task_options_key_naming_no_task_is_an_error_with_its_line(tmp_path):
     with pytest.raises(RecipeError, match="names no task of the recipe"):
         load_recipe(ok, {"tasks": f"['{HAEHN}:step_a']", "task_options.ratio.chart.haehn_typ1": "{}"})
     # so does a per-model readout override for a task the recipe does not run
-    bad = VARIANTS.replace("    name: test_vit\n", "    name: test_vit\n    readouts: {closure.nat.silhouette: prototype}\n")
+    bad = VARIANTS.replace("    name: test_vit\n",
+                           "    name: test_vit\n    readouts: {closure.nat.silhouette: prototype}\n")
     with pytest.raises(RecipeError, match=r"r\.yaml:6: models\.0\.readouts\.closure\.nat\.silhouette: not a task"):
         load_recipe(write(tmp_path, "r.yaml", bad))
     # an unknown task in tasks names its line too

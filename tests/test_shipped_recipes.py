@@ -63,7 +63,8 @@ def test_gestalt_recipes_lists_every_shipped_recipe_with_its_description(tmp_pat
 
 def test_wheel_carries_the_recipes_as_package_data(tmp_path):
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                           "-q", "-w", str(tmp_path), str(REPO)], capture_output=True, text=True, check=False, timeout=300)
+                           "-q", "-w", str(tmp_path), str(REPO)],
+                          capture_output=True, text=True, check=False, timeout=300)
     assert done.returncode == 0, done.stderr
     (wheel,) = tmp_path.glob("*.whl")
     with zipfile.ZipFile(wheel) as z:

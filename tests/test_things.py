@@ -87,9 +87,9 @@ def test_ceilings_reproduce_source(full):
 def test_unavailable_without_images(full):
     assert full.unavailable and "osf.io" in full.unavailable and things.IMAGE_ENV in full.unavailable
     with pytest.raises(FileNotFoundError, match="THINGS object images"):
-        full.test[0].image
+        _ = full.test[0].image
     with pytest.raises(FileNotFoundError, match="THINGS object images"):
-        full.test[0].parts
+        _ = full.test[0].parts
 
 
 def test_sampling_and_seed(sources, full, monkeypatch_module):

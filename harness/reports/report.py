@@ -464,7 +464,8 @@ def mlflow_run_url(tracking_uri: str, run: BatteryRunData) -> str:
 
 
 def _run_link(tracking_uri: str, run: BatteryRunData) -> str:
-    local = "" if tracking_uri.startswith(("http://", "https://")) else " (serve the store with <code>gestalt ui</code>)"
+    local = ("" if tracking_uri.startswith(("http://", "https://"))
+             else " (serve the store with <code>gestalt ui</code>)")
     return (f'<p>MLflow run: <a href="{html.escape(mlflow_run_url(tracking_uri, run))}">'
             f"{html.escape(run.run_id)}</a>{local}</p>")
 

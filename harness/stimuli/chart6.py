@@ -317,7 +317,8 @@ def _no_human(stimuli: list[Stimulus]) -> LiteracyItems:
 
 def _stimset(test: ChartTest, stimuli: list[Stimulus], human: LiteracyItems, seed: int,
              human_ref_id: str | None, unavailable: str | None = None) -> StimulusSet:
-    return StimulusSet(task_id=test.task_id, version=TEST_VERSIONS.get(test.key, VERSION), response_space=test.response_space,
+    return StimulusSet(task_id=test.task_id, version=TEST_VERSIONS.get(test.key, VERSION),
+                       response_space=test.response_space,
                        stimuli=stimuli, human_ref_id=human_ref_id, prompt=task_prompt(test),
                        human=human, seed=seed, unavailable=unavailable)
 

@@ -6,9 +6,10 @@ first, in its "Model metrics" section, and a shared view of the runs table shows
 then everything under ``<task>/<metric>`` with ``_ci_low``/``_ci_high``/``_ceiling``/``_floor``,
 ``<task>/n`` and ``<task>/null_rate`` (the UI groups these into one section per task). Values are
 rounded at logging to the precision their interval justifies. Artifacts: ``records/<task>.jsonl``
-(keys in the record schema's order: identity, response, correctness first) and the same records
-as an MLflow table ``tables/<task>.json`` (a paged grid in the UI), ``intervals.json`` (unrounded), the resolved recipe and its hash, the
-stimulus-set hashes and ``figures/*.png``. Only the main process logs.
+(keys in the record schema's order: identity, response, correctness first) and the same
+records as an MLflow table ``tables/<task>.json`` (a paged grid in the UI), ``intervals.json``
+(unrounded), the resolved recipe and its hash, the stimulus-set hashes and ``figures/*.png``.
+Only the main process logs.
 The default store is ``sqlite:///mlflow.db`` in the working directory (the ./mlruns file store is
 refused by current MLflow); ``MLFLOW_TRACKING_URI`` or the recipe's ``tracking.uri`` override it.
 """
@@ -344,7 +345,8 @@ class BatteryRun:
             return
         state["selectedColumns"] = list(dict.fromkeys([*state["selectedColumns"], *columns]))
         # wide enough for the whole name (the default width cuts "count.capacity")
-        state["columnWidths"] = {**state.get("columnWidths", {}), **{c: 40 + 8 * len(n) for c, n in zip(columns, names)}}
+        widths = {c: 40 + 8 * len(n) for c, n in zip(columns, names)}
+        state["columnWidths"] = {**state.get("columnWidths", {}), **widths}
         client.set_experiment_tag(self.experiment_id, SHARED_VIEW_TAG, json.dumps(state))
 
     def log_battery(self, *, intervals: dict[str, Any], recipe: dict, recipe_sha256: str,

@@ -434,7 +434,10 @@ def _levels(path: str, chart_type: int) -> tuple[Level, ...]:
 def _probe_chart(chart_type: int) -> GrapeCharts:
     """One neutral chart to read levels off settings (colours irrelevant)."""
     stacked = chart_type in STACK_TYPES
-    one = lambda v, dt=np.int16: np.array([v], dtype=dt)
+
+    def one(v, dt=np.int16):
+        return np.array([v], dtype=dt)
+
     values = np.full((1, N_VALUES), 50, np.int16)
     return GrapeCharts(chart_type, values, heights_from_values(chart_type, values),
                        np.array([[0, 1]], np.int8), np.zeros((1, 3), np.uint8),
