@@ -153,18 +153,16 @@ class CLI:
     def stimuli(self, task: str, out: str, seed: int = 0, split: str = "all",
                 mirror: str | None = None, root: str | None = None, **options):
         """Render a task's stimuli to a folder (PNG per stimulus and an index.csv) for people to look at."""
-        from .lazy import resolve
         from .stimuli.export import export_stimuli
         from .stimuli.registry import get_task
 
         if split not in ("all", "train", "test"):
             raise GestaltError(f"--split {split!r}: expected one of all, train, test")
         spec = get_task(task)
-        accepted = _accepted(resolve(spec.builder), skip=("sources", "seed"))
-        if accepted is not None:  # a misspelt flag of this command lands in **options too
-            own = set(inspect.signature(CLI.stimuli).parameters) - {"self", "task", "options"}
-            for name in options:
-                _check_flag(name, accepted | own, f"stimuli {task}")
+        # a misspelt flag of this command lands in **options too: suggest from both
+        accepted = set(spec.options_model().model_fields) | {"out", "seed", "split", "mirror", "root"}
+        for name in options:
+            _check_flag(name, accepted, f"stimuli {task}")
         stimset = spec.build(_sources(root, mirror), seed=seed, **options)
         n = export_stimuli(stimset, out, split=split)
         print(f"{task}: {n} stimuli written to {out}")
@@ -292,6 +290,13 @@ class UsageError(GestaltError):
 DOTTED_OVERRIDES = ("recipe", "chart6_search")
 
 
+def _recipe_keys() -> set[str]:
+    """A recipe's top-level keys: overridable as --seed=3 or --tasks=[...] without a section."""
+    from .recipes import Recipe
+
+    return set(Recipe.model_fields)
+
+
 def _commands(obj: object) -> dict[str, Any]:
     """Public commands (bound methods) and command groups (objects) of a fire component."""
     return {name: getattr(obj, name) for name in dir(obj) if not name.startswith("_")}
@@ -343,7 +348,7 @@ def _check_args(command: str, fn: Callable[..., Any], args: list[str]) -> None:
             if name not in bools and not name.startswith("no") and not has_value:
                 i += 1  # --flag VALUE
             continue
-        if var_kw and command in DOTTED_OVERRIDES and "." in name:
+        if var_kw and command in DOTTED_OVERRIDES and ("." in name or name in _recipe_keys()):
             if not has_value:
                 i += 1
             continue

@@ -122,6 +122,7 @@ def test_decoding_search_offline(tmp_path, monkeypatch, vlat):
     # the records of each cell carry its settings: their cache keys are recomputed from them
     specs = {s.id: s for s in model_specs(load_recipe(path, overrides))}
     keys_by_cell = {}
+    answered: dict[str, bool] = {}
     for row in rows:
         spec = specs[row["model"]]
         fp = fingerprint_hash(build_adapter(spec).fingerprint)
@@ -131,6 +132,8 @@ def test_decoding_search_offline(tmp_path, monkeypatch, vlat):
         file = tmp_path / row["output_dir"] / row["model"] / "records" / f"{SEARCH_TASK}.jsonl"
         recs = [validate(json.loads(x)) for x in file.read_text().splitlines()]
         assert len(recs) == n
+        answered[row["model"]] = answered.get(row["model"], False) or any(
+            r["parse_status"] == "ok" for r in recs)
         by_id = {s.stimulus_id: s for s in vlat.test}
         for rec in recs:
             assert rec["cache_key"] == cache_key(fp, by_id[rec["stimulus_id"]].sha256, vlat.prompt.hash,
@@ -143,7 +146,9 @@ def test_decoding_search_offline(tmp_path, monkeypatch, vlat):
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
     runs = mlflow.search_runs(experiment_names=["chart6" + EXPERIMENT_SUFFIX], output_format="list")
     assert len(runs) == 2 * len(cells)
-    assert all(r.info.status == "FINISHED" for r in runs)
+    # a battery in which every trial is null (the random tiny VLM) ends FAILED, the others FINISHED
+    assert all(r.info.status == ("FINISHED" if answered[r.info.run_name] else "FAILED") for r in runs)
+    assert answered["local-api"]
     tagged = {(r.info.run_name, float(r.data.tags["gestalt.search.temperature"]),
                float(r.data.tags["gestalt.search.top_p"])) for r in runs}
     assert tagged == {(m, *c) for m in specs for c in cells}

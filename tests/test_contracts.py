@@ -18,15 +18,23 @@ TINY_VIT = {"id": "tiny-vit", "source": "timm", "name": "test_vit", "weights": "
 
 @pytest.fixture
 def no_model_loads(monkeypatch):
-    """Any attempt to build a model adapter fails the test: errors must come first."""
+    """Any attempt to resolve or load a model fails the test: errors must come first. (Planning
+    makes each adapter, which loads nothing, to learn its capabilities.)"""
     import harness.models.registry
     import harness.run
 
     def refuse(*a, **k):
-        raise AssertionError("a model adapter was built before the bad input was reported")
+        raise AssertionError("a model was resolved or loaded before the bad input was reported")
+
+    real = harness.run.make_adapter
+
+    def guarded(spec):
+        adapter = real(spec)
+        adapter.check = adapter.to = adapter.embed = adapter.generate = adapter.predict = refuse
+        return adapter
 
     monkeypatch.setattr(harness.models.registry, "build_adapter", refuse)
-    monkeypatch.setattr(harness.run, "build_adapter", refuse)
+    monkeypatch.setattr(harness.run, "make_adapter", guarded)
 
 
 def fails(args, capsys) -> str:
@@ -116,10 +124,6 @@ def test_readout_settings_live_under_readout_and_are_checked_before_any_run(tmp_
 
 def test_misspelt_generation_key_stops_in_preflight(tmp_path, capsys, monkeypatch):
     """`temprature` today only changes the cache key (every trial reruns); now it names the line."""
-    import harness.run
-
-    monkeypatch.setattr(harness.run, "build_adapter", lambda spec: None)
-    monkeypatch.setattr(harness.run, "adapter_class", lambda source: type("A", (), {"capabilities": {"generate"}}))
     text = BASE.replace("{id: m, source: timm, name: test_vit, weights: random}",
                         "{id: m, source: api, name: openai/x, generation: {temprature: 0.2}}")
     path = recipe_text(tmp_path, text.replace(f", {SERIES}", ""))
@@ -174,7 +178,8 @@ def test_score_command_reproduces_the_runs_intervals(write_recipe, capsys):
     recipe = load_recipe(path)
     [result] = run_recipe(recipe, echo=lambda s: None)
     capsys.readouterr()
-    main(["score", str(recipe.out_dir / "tiny-vit" / "records" / f"{SERIES}.jsonl"), f"--recipe={path}"])
+    main(["score", str(recipe.out_dir / "tiny-vit" / "records" / f"{SERIES}.jsonl"), f"--recipe={path}",
+          "--format=json"])
     rescored = json.loads(capsys.readouterr().out)
     ran = json.loads(json.dumps([s.to_dict() for s in result.scores[SERIES]]))  # as the command prints
     assert json.dumps(rescored, sort_keys=True) == json.dumps(ran, sort_keys=True)
@@ -294,4 +299,4 @@ def test_bad_yaml_in_a_command_line_override(tmp_path, capsys):
 
 def test_stimuli_command_refuses_a_bad_option_in_one_line(tmp_path, capsys):
     err = fails(["stimuli", SERIES, str(tmp_path / "out"), "--n_tset=5"], capsys)
-    assert err == f"gestalt: error: {SERIES}: option n_tset: unknown"
+    assert err == f"gestalt: error: stimuli {SERIES}: unknown flag --n-tset; did you mean --n-test?"

@@ -17,6 +17,7 @@ unchanged. Prompt models answer in percent (the prompt asks for 0-100); the scor
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -106,6 +107,8 @@ class GrapeOptions(TaskOptions):
     n_ood: int = Field(100, ge=0)
     augment: str | None = None
     mask: bool = False
+    levels: Literal["config", "paper"] = "config"
+    authors_test: Path | None = None  # a test set rendered by the authors' generator
 
 
 def build_grape(sources: Sources, seed: int = 0, *, chart_type: int = 1, n_train: int = 5000,
