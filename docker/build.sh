@@ -112,7 +112,9 @@ if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
 else
   if ! command -v buildah >/dev/null; then
     echo "build.sh: no Docker engine; installing Debian's buildah" >&2
-    apt-get install -y --no-install-recommends buildah podman debootstrap
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends buildah podman debootstrap \
+      fuse-overlayfs uidmap runc
   fi
   # overlay where the kernel allows it: vfs copies the whole tree for every layer.
   export STORAGE_DRIVER=${STORAGE_DRIVER:-overlay}
