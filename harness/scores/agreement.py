@@ -211,7 +211,7 @@ def score_classification_vs_observers(records: list[dict], stimset: StimulusSet,
     observer_correct = np.asarray(panel.correct, float)
     # An observer's own decisions (source: decisions) are compared with the panel without them:
     # with them, kappa compares the observer partly with itself and is inflated.
-    own = {(r.get("extras") or {}).get("observer") for r in records} & set(panel.observers)
+    own = {str((r.get("extras") or {}).get("observer")) for r in records} & set(panel.observers)
     panel_note = ""
     if own:
         keep = [j for j, o in enumerate(panel.observers) if o not in own]

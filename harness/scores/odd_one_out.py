@@ -190,10 +190,10 @@ def score_odd_one_out(records: list[dict], stimset: StimulusSet, *,
     refs = human_references(votes, n_boot, seed)
     resampled = refs.pop("_two_level_votes")
     version = stimset.version
-    boot = f"{ONE_LEVEL}, {n_boot} draws, seed {seed}; {TWO_LEVEL} in extra"
+    interval_method = f"{ONE_LEVEL}, {n_boot} draws, seed {seed}; {TWO_LEVEL} in extra"
     human_scores = [
         Score(name=name, value=est["one"][0], ci_low=est["one"][1], ci_high=est["one"][2],
-              n=len(ids), nulls=0, version=version, method=f"{HUMAN_METHODS[name]}; {boot}",
+              n=len(ids), nulls=0, version=version, method=f"{HUMAN_METHODS[name]}; {interval_method}",
               extra=_two_level_extra(est["two"]))
         for name, est in refs.items()
     ]
@@ -256,7 +256,7 @@ def score_odd_one_out(records: list[dict], stimset: StimulusSet, *,
         name="individual_agreement", value=est[0], ci_low=est[1], ci_high=est[2], n=n,
         nulls=nulls, version=version,
         method=f"mean over triplets of the share of human votes equal to the model's choice; "
-               f"{boot}; ceiling: human_individual_agreement (always choosing the majority)",
+               f"{interval_method}; ceiling: human_individual_agreement (always choosing the majority)",
         ceiling=ceiling, floor=float(shares.mean(axis=0).max()),
         extra={"ceiling_is_bound": True, "null_fraction": v, "individual_agreement_full_low": lo,
                "individual_agreement_full_high": hi, **_two_level_extra(two)}))

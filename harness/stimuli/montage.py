@@ -51,7 +51,7 @@ def balanced_orders(targets: Sequence[int], rng: np.random.Generator) -> list[tu
     return orders
 
 
-def odd_one_out_votes(stimulus_ids: Sequence[str], canonical_votes: Sequence[Sequence[int]],
+def odd_one_out_votes(stimulus_ids: Sequence[str], canonical_votes: np.ndarray | Sequence[Sequence[int]],
                       orders: Sequence[Sequence[int]],
                       canonical_targets: dict[str, Sequence[int]]) -> OddOneOutVotes:
     """The odd-one-out human reference in montage positions, from canonical-order data.
