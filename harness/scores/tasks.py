@@ -69,7 +69,8 @@ class Family:
 FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("classification_vs_observers", "harness.scores.agreement:score_classification_vs_observers",
            ("B", "accuracy", "kappa", "kappa_pairwise"), primary=("B",)),
-    Family("odd_one_out", "harness.scores.odd_one_out:score_odd_one_out", ("B", "B_*"), primary=("B",)),
+    Family("odd_one_out", "harness.scores.odd_one_out:score_odd_one_out", ("B", "B_*", "individual_agreement"),
+           primary=("B",)),
     Family("capacity", "harness.scores.capacity:score_capacity",
            ("accuracy", "capacity", "capacity_in_band", "mae"), primary=("accuracy",)),
     Family("chart6", "harness.scores.chart6:score_chart6",
