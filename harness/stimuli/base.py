@@ -207,7 +207,7 @@ class StimulusSet:
     human_ref_id: str
     prompt: Prompt | None = None
     options: tuple[Any, ...] = ()
-    human: HumanReference | dict[str, Any] | None = None  # dict: the bar-chart tasks, until theirs
+    human: HumanReference | None = None  # the family's own dataclass
     seed: int = 0
     unavailable: str | None = None  # why the task cannot run here (missing images), else None
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ...sources import DataError, Sources
+from ..base import HumanReference
 from .grape import PARAMETERS, STACK_TYPES, Level, check_type, perturbation_levels
 
 HAEHN_FILE = "human_mlae_position_length.csv"
@@ -76,7 +77,7 @@ class LevelMLAE(HumanMLAE):
 
 
 @dataclass(frozen=True)
-class MLAEReferences:
+class MLAEReferences(HumanReference):
     """Every published human MLAE for one chart type (the bar-chart tasks' ``StimulusSet.human``).
 
     ``grape_user_study`` maps condition name to its reference; it and ``grape_progressive`` are
