@@ -97,19 +97,24 @@ class CLI:
         self.data = Data()
         self.models = Models()
 
-    def recipe(self, path: str, dry_run: bool = False, new_run: bool = False, **overrides):
+    @fire.decorators.SetParseFn(str, "shard")
+    def recipe(self, path: str, dry_run: bool = False, new_run: bool = False, shard: str | None = None,
+               **overrides):
         """Run a recipe (models x tasks). Override any key with --section.key=value; --dry-run prints the plan;
-        --new-run logs a new MLflow run even when the battery's run is up to date."""
+        --new-run logs a new MLflow run even when the battery's run is up to date; --shard=I/N runs
+        only job I's share of the models (0 <= I < N; whole batteries, round-robin)."""
         from .recipes import load_recipe
+        from .run import parse_shard
 
+        shard_ = parse_shard(shard) if shard is not None else None
         recipe = load_recipe(resolve_recipe(path), overrides)
         if dry_run:
             import yaml
 
-            from .run import describe_plan, preflight
+            from .run import describe_plan, preflight, shard_of
 
             planned, stimsets, _ = preflight(recipe)
-            print(describe_plan(recipe, planned, stimsets))
+            print(describe_plan(recipe, shard_of(planned, shard_), stimsets))
             print("--- resolved recipe ---")
             print(yaml.safe_dump(recipe.resolved(), sort_keys=False).rstrip())
             return None
@@ -123,7 +128,7 @@ class CLI:
             return None
         from .run import run_recipe, summary_table
 
-        results = run_recipe(recipe, new_run=new_run)
+        results = run_recipe(recipe, new_run=new_run, shard=shard_)
         if int(os.environ.get("RANK", "0")) == 0:
             print(summary_table(results))
             calls = sum(r.model_calls for r in results)

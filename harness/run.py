@@ -192,9 +192,34 @@ def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, St
     return "\n".join(lines)
 
 
+def parse_shard(text: str) -> tuple[int, int]:
+    """``I/N`` with 0 <= I < N: this job's share of the roster (a SLURM array task, one job of a
+    Kubernetes job set); I is 0-based like ``$SLURM_ARRAY_TASK_ID``."""
+    try:
+        i, n = (int(x) for x in str(text).split("/"))
+    except ValueError:
+        raise PlanError(f"--shard {text!r}: expected I/N, e.g. 0/4") from None
+    if not 0 <= i < n:
+        raise PlanError(f"--shard {text}: expected 0 <= I < N")
+    return i, n
+
+
+def shard_of(planned: list[Planned], shard: tuple[int, int] | None) -> list[Planned]:
+    """The model batteries job I of N runs: whole batteries, the recipe's models in order, dealt
+    round-robin (deterministic, so N jobs cover the roster exactly once)."""
+    if shard is None:
+        return planned
+    i, n = shard
+    return [p for k, p in enumerate(planned) if k % n == i]
+
+
 def run_recipe(recipe: Recipe, *, echo: Callable[[str], None] = print,
-               new_run: bool = False) -> list[BatteryResult]:
+               new_run: bool = False, shard: tuple[int, int] | None = None) -> list[BatteryResult]:
     planned, stimsets, _ = preflight(recipe)
+    if shard is not None:
+        planned = shard_of(planned, shard)
+        echo(f"shard {shard[0]}/{shard[1]}: {', '.join(p.model.id for p in planned) or 'no model'} "
+             f"(of {len(recipe.models)} models)")
     dist = Dist()
     results = []
     try:

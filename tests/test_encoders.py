@@ -141,3 +141,26 @@ def test_hf_model_kwargs_reach_from_pretrained(tmp_path):
     images = _images(2)
     assert not np.allclose(masked.embed(images), masked.embed(images))
     np.testing.assert_allclose(full.embed(images), full.embed(images), atol=1e-6)
+
+
+def test_random_weights_are_a_seeded_network():
+    """`weights: random` is the same network in every process (a cached trial stays valid and a
+    random baseline reproduces); options.init_seed picks another one, and the fingerprint says so."""
+    import numpy as np
+    from PIL import Image
+
+    from harness.models.base import ModelSpec
+    from harness.models.registry import make_adapter
+
+    images = [Image.new("RGB", (64, 64), (40 * i, 90, 160)) for i in range(3)]
+
+    def embed(**options):
+        adapter = make_adapter(ModelSpec(id="v", source="timm", name="test_vit", weights="random",
+                                         options=options))
+        return adapter.fingerprint, adapter.embed(images)
+
+    fp0, a = embed()
+    _, b = embed()
+    fp1, c = embed(init_seed=1)
+    assert np.array_equal(a, b) and not np.allclose(a, c)
+    assert fp0["init_seed"] == 0 and fp1["init_seed"] == 1

