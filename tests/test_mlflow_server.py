@@ -11,6 +11,7 @@ import sys
 import psycopg2
 import pytest
 
+from tests.conftest import require
 from tests.servers import (SERVE, fetch_artifact, log_through_server, mlflow_server, postgres_bindir,
                      postgres_server)
 
@@ -74,11 +75,7 @@ def test_sqlite_server_roundtrip(tmp_path):
 
 
 def test_postgresql_server_roundtrip(tmp_path):
-    if postgres_bindir() is None:
-        msg = "PostgreSQL server binaries not found (.ci/run installs Debian's postgresql)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
+    require(postgres_bindir(), "PostgreSQL server binaries (postgresql)")
     with postgres_server(tmp_path) as dsn:
         assert dsn.startswith("postgresql+psycopg2://")
         run_id = roundtrip(tmp_path, dsn)

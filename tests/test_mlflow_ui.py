@@ -1,10 +1,10 @@
 """The MLflow UI in a real browser: `gestalt ui` on a store with three finished batteries opens on
 the runs table with the headline metrics as columns, and a run page shows them with their values."""
 
-import os
 
 import pytest
 
+from tests.conftest import require
 from tests.browser import base_of, chromium, page_text, three_batteries, ui
 
 HEADLINES = ("sil.kappa", "sil.B", "color.B", "count.capacity")
@@ -17,11 +17,7 @@ def shown(v: float) -> str:
 
 @pytest.mark.slow
 def test_runs_table_and_run_page_show_the_three_runs_and_headline_metrics(tmp_path):
-    if chromium() is None:
-        msg = "chromium not found (.ci/run installs Debian's chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
+    require(chromium(), "chromium")
     from mlflow import MlflowClient
 
     db = three_batteries(tmp_path)

@@ -3,6 +3,7 @@ SIGTERM and Ctrl-C end in one line with the run FAILED; a battery with no answer
 store is created once when processes start together. The battery is the silhouette task answered
 by the fake vendor (no model weights); subprocesses only where a signal must reach one."""
 
+import contextlib
 import multiprocessing as mp
 import signal
 import time
@@ -24,6 +25,19 @@ def wait_for_records(folder, proc, at_least=10, timeout=300):
     while time.time() < deadline and len(life.record_lines(folder)) < at_least:
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.02)
+
+
+@contextlib.contextmanager
+def killed_mid_battery(tmp_path):
+    """A slow fake vendor and a battery SIGKILLed once its first records are written; yields the
+    recipe's path with the vendor still up."""
+    with FakeVendorServer(key=life.KEY, answer=life.answer, delay_s=0.05) as slow:
+        path = life.api_recipe(tmp_path, slow.url, batch_size=1)
+        proc = life.start(path)
+        wait_for_records(tmp_path, proc)
+        proc.kill()
+        proc.communicate()
+        yield path
 
 
 def gestalt_lines(stderr: str) -> list[str]:
@@ -66,12 +80,7 @@ def test_missing_trials_finish_the_same_run(tmp_path, server):
 
 @pytest.mark.slow
 def test_killed_run_is_continued_not_duplicated(tmp_path):
-    with FakeVendorServer(key=life.KEY, answer=life.answer, delay_s=0.05) as slow:
-        path = life.api_recipe(tmp_path, slow.url, batch_size=1)
-        proc = life.start(path)
-        wait_for_records(tmp_path, proc)
-        proc.kill()
-        proc.communicate()
+    with killed_mid_battery(tmp_path) as path:
         (killed,) = life.runs(tmp_path)
         assert killed.info.status == "RUNNING"  # what SIGKILL leaves
         code, _, err = life.cli(path)
@@ -84,12 +93,7 @@ def test_killed_run_is_continued_not_duplicated(tmp_path):
 
 @pytest.mark.slow
 def test_abandoned_run_of_a_changed_battery_is_marked_failed(tmp_path):
-    with FakeVendorServer(key=life.KEY, answer=life.answer, delay_s=0.05) as slow:
-        path = life.api_recipe(tmp_path, slow.url, batch_size=1)
-        proc = life.start(path)
-        wait_for_records(tmp_path, proc)
-        proc.kill()
-        proc.communicate()
+    with killed_mid_battery(tmp_path) as path:
         code, out, err = life.cli(path, "--bootstrap.n_boot=300")  # another battery: scores will differ
     assert code == 0, err[-2000:]
     assert "was abandoned by a killed process; marked FAILED" in out

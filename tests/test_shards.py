@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 import yaml
 
 from harness.run import PlanError, parse_shard, shard_of
-from tests.conftest import MIRROR
+from tests.conftest import MIRROR, require
 from tests.servers import client_env, mlflow_server, postgres_bindir, postgres_server
 
 MODELS = [{"id": f"vit-{i}", "source": "timm", "name": "test_vit", "weights": "random", "batch_size": 40}
@@ -64,11 +63,7 @@ def _scores(path: Path) -> list[dict[str, str]]:
 
 @pytest.mark.slow
 def test_three_shards_in_parallel_report_as_one_job(tmp_path):
-    if postgres_bindir() is None:
-        msg = "PostgreSQL server binaries not found (.ci/run installs Debian's postgresql)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
+    require(postgres_bindir(), "PostgreSQL server binaries (postgresql)")
     (tmp_path / "server").mkdir()
     (tmp_path / "pg").mkdir()
     with postgres_server(tmp_path / "pg") as dsn, mlflow_server(tmp_path / "server", dsn) as uri:

@@ -193,9 +193,7 @@ def score_classification_vs_observers(records: list[dict], stimset: StimulusSet,
     reference and kappa carry a two-level (stimuli x observers) interval beside the one-level
     one: ``extra['ci_low_two_level']``/``['ci_high_two_level']``.
     """
-    panel = stimset.human
-    if not isinstance(panel, ObserverPanel):
-        raise TypeError(f"{stimset.task_id}: needs an ObserverPanel, got {type(panel).__name__}")
+    panel = stimset.human_as(ObserverPanel)
     seed, n_boot, n_boot_kappa = boot.seed, boot.n, boot.n_kappa
     test = stimset.test
     index = {s.stimulus_id: i for i, s in enumerate(test)}

@@ -113,10 +113,7 @@ def _side(value: float) -> str | None:
 def score_capacity(records: list[dict], stimset: StimulusSet, *,
                    boot: Bootstrap = Bootstrap()) -> list[Score]:
     seed, n_boot = boot.seed, boot.n
-    band_ref = stimset.human
-    if not isinstance(band_ref, CapacityBand):
-        raise TypeError(f"{stimset.task_id}: capacity scoring needs a CapacityBand, "
-                        f"got {type(band_ref).__name__}")
+    band_ref = stimset.human_as(CapacityBand)
     test = stimset.test
     index = {s.stimulus_id: i for i, s in enumerate(test)}
     unknown = [r["stimulus_id"] for r in records if r["stimulus_id"] not in index]

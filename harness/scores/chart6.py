@@ -212,9 +212,7 @@ def score_chart6(records: list[dict], stimset: StimulusSet, *, boot: Bootstrap =
     scoring = "within 5% (relaxed accuracy)" if test and test[0].meta["scoring"] == "relaxed" \
         else "exact match"
     boot = f"percentile bootstrap over items, {n_boot} draws, seed {seed}"
-    human = stimset.human
-    if not isinstance(human, LiteracyItems):
-        raise TypeError(f"{stimset.task_id}: needs LiteracyItems, got {type(human).__name__}")
+    human = stimset.human_as(LiteracyItems)
     h = np.asarray(human.prop_correct, dtype=float)
     chance = np.array([_chance(s) for s in test])
     answered = table.total > 0

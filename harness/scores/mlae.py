@@ -259,10 +259,7 @@ def _human_for(refs: MLAEReferences, form: str, parameter: str | None, level: An
 def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, boot: Bootstrap = Bootstrap()) -> list[Score]:
     seed, n_boot = boot.seed, boot.n
     version = stimset.version
-    refs = stimset.human
-    if not isinstance(refs, MLAEReferences):
-        raise TypeError(f"{stimset.task_id}: the MLAE scorer needs MLAEReferences as human data, "
-                        f"got {type(refs).__name__}")
+    refs = stimset.human_as(MLAEReferences)
     stimuli = by_id(stimset.stimuli)
     groups: dict[tuple, list[dict]] = {}
     for r in records:

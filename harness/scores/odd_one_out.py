@@ -162,10 +162,7 @@ HUMAN_METHODS = {
 def score_odd_one_out(records: list[dict], stimset: StimulusSet, *,
                       boot: Bootstrap = Bootstrap()) -> list[Score]:
     seed, n_boot = boot.seed, boot.n
-    human = stimset.human
-    if not isinstance(human, OddOneOutVotes):
-        raise TypeError(f"{stimset.task_id}: odd-one-out scoring needs OddOneOutVotes, "
-                        f"got {type(human).__name__}")
+    human = stimset.human_as(OddOneOutVotes)
     test = stimset.test
     ids = list(human.stimulus_ids)
     if ids != [s.stimulus_id for s in test]:

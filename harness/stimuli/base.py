@@ -12,7 +12,7 @@ import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -193,6 +193,9 @@ class LiteracyItems(HumanReference):
     format_mismatch: str | None = None
 
 
+H = TypeVar("H", bound=HumanReference)
+
+
 @dataclass
 class StimulusSet:
     """Everything one task needs downstream: stimuli, prompt, options and the human data.
@@ -210,6 +213,13 @@ class StimulusSet:
     human: HumanReference | None = None  # the family's own dataclass
     seed: int = 0
     unavailable: str | None = None  # why the task cannot run here (missing images), else None
+
+    def human_as(self, kind: type[H]) -> H:
+        """The human reference, checked to be the scoring family's dataclass ``kind``."""
+        if not isinstance(self.human, kind):
+            raise TypeError(f"{self.task_id}: needs {kind.__name__} as its human reference, "
+                            f"got {type(self.human).__name__}")
+        return self.human
 
     def split(self, name: Split) -> list[Stimulus]:
         return [s for s in self.stimuli if s.split == name]
