@@ -70,6 +70,7 @@ def scores(store: Path) -> dict[str, dict[str, float]]:
     return {r.info.run_name: dict(r.data.metrics) for r in runs if r.info.status == "FINISHED"}
 
 
+@pytest.mark.timeout(3 * 1800)  # two quick runs of about 5 min each idle (in the image, then bare)
 def test_quick_recipe_offline_as_the_user_equals_bare_metal(tmp_path):
     ws = user_folder(tmp_path)
     done = run_image("recipe", "quick.yaml", "--runtime.progress=false", workspace=ws)
