@@ -27,11 +27,11 @@ from .models.registry import make_adapter
 from .readouts.base import Readout, UnknownReadoutOption
 from .readouts.registry import get_readout
 from .recipes import Recipe, RecipeError
-from .reports.figures import battery_figures, close
 from .scores.record import Score
 from .scores.tasks import get_family
 from .sources import Sources
 from .stimuli.base import StimulusSet
+from .stimuli.hashcache import prime as prime_hashes
 from .stimuli.registry import TaskSpec, expand, get_task
 from .tracking.mlflow_run import (
     BATTERY_KEY,
@@ -44,7 +44,7 @@ from .tracking.mlflow_run import (
 )
 from .trials.distributed import Dist, Interrupted, file_lock, interrupts_as_exceptions
 from .trials.records import RecordStore, per_stimulus
-from .trials.runner import CountingAdapter, run_task
+from .trials.runner import CountingAdapter, count_cached, run_task, trial_keys
 
 
 class PlanError(GestaltError):
@@ -160,6 +160,7 @@ def preflight(recipe: Recipe) -> tuple[list[Planned], dict[str, StimulusSet], So
     planned = plan(recipe)
     sources = Sources(root=recipe.data.root, mirror=recipe.data.mirror)
     stimsets = build_stimsets(recipe, sources, expand(recipe.tasks))
+    prime_hashes(stimsets.values())  # a rerun reads them: no stimulus drawn or PNG-encoded again
     build_readouts(recipe, planned, stimsets)
     for p in planned:
         p.adapter.check()  # resolves the name (and offline weights) without loading them
@@ -172,7 +173,7 @@ def preflight(recipe: Recipe) -> tuple[list[Planned], dict[str, StimulusSet], So
 def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, StimulusSet]) -> str:
     lines = [f"recipe {recipe.name} (sha256 {recipe.sha256[:12]}), seed {recipe.seed}, "
              f"{recipe.runtime.processes} process(es), output {recipe.out_dir}"]
-    total_calls = 0
+    total_calls = total_cached = total_pending = 0
     for p in planned:
         lines.append(f"model {p.model.id} [{p.model.ref} weights={p.model.weights}]")
         for task, readout in p.tasks:
@@ -188,7 +189,12 @@ def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, St
             lines.append(f"  {task.task_id}: readout {readout}, {len(s.test)} test x {n_reps} rep(s)"
                          f" = {trials} trials, probe-train {len(s.train)}"
                          + (f", {calls} generate calls" if calls else ""))
+            keys = trial_keys(task.task_id, s, p.model.id, p.readouts[task.task_id], fingerprint_hash(p.adapter.fingerprint))
+            cached = count_cached(RecordStore(recipe.out_dir / p.model.id / "records" / f"{task.task_id}.jsonl"), keys)
+            total_cached, total_pending = total_cached + cached, total_pending + len(keys) - cached
+            lines.append(f"    trials cached {cached}, to run {len(keys) - cached}")
     lines.append(f"total generate/API calls if nothing is cached: {total_calls}")
+    lines.append(f"total trials cached {total_cached}, to run {total_pending}")
     return "\n".join(lines)
 
 
@@ -250,7 +256,7 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
     """One battery under its folder's lock: a second process on the same output folder waits,
     then finds the trials done (each computed and written once) and the run up to date."""
     spec = p.model
-    adapter = CountingAdapter(p.adapter, dist.device)
+    adapter = CountingAdapter(p.adapter, lambda: dist.device)  # resolved when a model is placed
     folder = recipe.out_dir / spec.id
     stores = {t.task_id: RecordStore(folder / "records" / f"{t.task_id}.jsonl") for t, _ in p.tasks}
     run_id: str | None = None
@@ -338,6 +344,8 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
                                    "stimulus_set_sha256": stimset.sha256,
                                    "scores": [s.to_dict() for s in scores]}
         if track:
+            from .reports.figures import battery_figures, close  # matplotlib: only when figures are drawn
+
             history = p.adapter.history
             if history or tr.artifacts:
                 run.log_training(task.task_id, list(history), tr.artifacts)

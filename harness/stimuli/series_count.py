@@ -75,13 +75,17 @@ PROMPT = Prompt(
 def scatter_points(rng: np.random.Generator, n: int) -> np.ndarray:
     """n point centres (pixels), uniform in the plot area, pairwise at least MIN_GAP apart."""
     lo, hi = MARGIN + POINT_DIAMETER / 2, SIZE - MARGIN - POINT_DIAMETER / 2
-    points = np.empty((0, 2))
+    points = np.empty((n, 2))
+    m = 0
     for _ in range(200 * n):
-        if len(points) == n:
+        if m == n:
             return points
         c = rng.uniform(lo, hi, size=2)
-        if not len(points) or np.min(np.hypot(*(points - c).T)) >= MIN_GAP:
-            points = np.vstack([points, c])
+        if not m or np.hypot(points[:m, 0] - c[0], points[:m, 1] - c[1]).min() >= MIN_GAP:
+            points[m] = c
+            m += 1
+    if m == n:
+        return points
     raise RuntimeError(f"could not place {n} points {MIN_GAP} px apart in a {SIZE} px plot")
 
 
