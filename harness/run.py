@@ -41,6 +41,7 @@ from .tracking.mlflow_run import (
     logged_intervals,
     open_store,
     tracking_uri,
+    up_to_date_without_mlflow,
 )
 from .trials.distributed import Dist, Interrupted, file_lock, interrupts_as_exceptions
 from .trials.records import RecordStore, per_stimulus
@@ -231,10 +232,10 @@ def _records_digest(stores: dict[str, RecordStore]) -> str:
     return hashlib.sha256("".join(f"{t}:{s.digest()}\n" for t, s in sorted(stores.items())).encode()).hexdigest()
 
 
-def _logged_result(model_id: str, run_id: str) -> BatteryResult:
+def _logged_result(model_id: str, run_id: str, intervals: dict[str, Any] | None = None) -> BatteryResult:
     """The scores of an up-to-date battery, as its run logged them (nothing recomputed)."""
     result = BatteryResult(model_id, run_id, up_to_date=True)
-    for task_id, entry in logged_intervals(run_id).items():
+    for task_id, entry in (logged_intervals(run_id) if intervals is None else intervals).items():
         if "unavailable" in entry:
             result.unavailable[task_id] = entry["unavailable"]
         else:
@@ -266,6 +267,12 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
             uri = tracking_uri(recipe.tracking.uri)
             key = battery_key(recipe, p, stimsets, fingerprint_hash(adapter.fingerprint))
             prior = Prior()
+            if track and not new_run and dist.world == 1:  # decided from the sqlite file: MLflow not imported
+                found = up_to_date_without_mlflow(uri, recipe.tracking.experiment, spec.id, key,
+                                                  _records_digest(stores))
+                if found is not None:
+                    echo(f"{spec.id}: up to date: run {found[0]}")
+                    return _logged_result(spec.id, found[0], found[1])
             if track:
                 prior = find_battery(open_store(uri, recipe.tracking.experiment), spec.id, key,
                                      _records_digest(stores), new_run=new_run)
