@@ -190,8 +190,10 @@ def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, St
             lines.append(f"  {task.task_id}: readout {readout}, {len(s.test)} test x {n_reps} rep(s)"
                          f" = {trials} trials, probe-train {len(s.train)}"
                          + (f", {calls} generate calls" if calls else ""))
-            keys = trial_keys(task.task_id, s, p.model.id, p.readouts[task.task_id], fingerprint_hash(p.adapter.fingerprint))
-            cached = count_cached(RecordStore(recipe.out_dir / p.model.id / "records" / f"{task.task_id}.jsonl"), keys)
+            keys = trial_keys(task.task_id, s, p.model.id, p.readouts[task.task_id],
+                              fingerprint_hash(p.adapter.fingerprint))
+            store = RecordStore(recipe.out_dir / p.model.id / "records" / f"{task.task_id}.jsonl")
+            cached = count_cached(store, keys)
             total_cached, total_pending = total_cached + cached, total_pending + len(keys) - cached
             lines.append(f"    trials cached {cached}, to run {len(keys) - cached}")
     lines.append(f"total generate/API calls if nothing is cached: {total_calls}")

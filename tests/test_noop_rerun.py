@@ -49,7 +49,8 @@ base.png_bytes = lambda image: drawn.append(1) or png(image)
 results = run_recipe(load_recipe(sys.argv[1]), echo=lambda *_: None)
 print(json.dumps({"up_to_date": [r.up_to_date for r in results], "new": [r.new_trials for r in results],
                   "drawn": len(drawn),
-                  "heavy": sorted(m for m in ("torch", "timm", "torchvision", "matplotlib", "mlflow") if m in sys.modules)}))
+                  "heavy": sorted(m for m in ("torch", "timm", "torchvision", "matplotlib", "mlflow")
+                                  if m in sys.modules)}))
 """
 
 

@@ -115,11 +115,13 @@ class TaskResult:
     artifacts: dict[str, Any] = field(default_factory=dict)  # files to log (a trained checkpoint)
 
 
-def trial_keys(task_id: str, stimset: StimulusSet, model_id: str, readout: Any, fingerprint: str) -> dict[str, str]:
+def trial_keys(task_id: str, stimset: StimulusSet, model_id: str, readout: Any,
+               fingerprint: str) -> dict[str, str]:
     """trial id -> cache key of every test trial (stimulus x repetition) of a task for one model."""
     prompt_hash = stimset.prompt.hash if (stimset.prompt and readout.uses_prompt) else None
     settings = readout.settings
-    return {trial_id(task_id, s.stimulus_id, model_id, rep): cache_key(fingerprint, s.sha256, prompt_hash, settings, rep)
+    return {trial_id(task_id, s.stimulus_id, model_id, rep):
+            cache_key(fingerprint, s.sha256, prompt_hash, settings, rep)
             for s in stimset.test for rep in range(readout.n_reps)}
 
 
