@@ -52,6 +52,11 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, sort_keys=True, default=str))
 
 
+def _tuples(value: Any) -> Any:
+    """JSON's lists back as the tuples timm's config holds (same hash, same values)."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
 class TorchEncoder(ModelAdapter):
     capabilities = frozenset({"embed"})
     library: str = ""
@@ -150,10 +155,12 @@ class TimmEncoder(TorchEncoder):
             cfg = timm.models.get_pretrained_cfg(self.spec.name) if is_model else None
             pre = None if cfg is None else {k: getattr(cfg, k) for k in
                                             ("input_size", "interpolation", "mean", "std", "crop_pct", "crop_mode")}
-            facts = {"is_model": is_model, "preprocess": _plain(pre)}
-            memo.set(key, facts)
+            memo.set(key, {"is_model": is_model, "preprocess": _plain(pre)})
             memo.save()
-        return facts
+            return {"is_model": is_model, "preprocess": pre}
+        pre = facts.get("preprocess")
+        return {"is_model": facts.get("is_model"),
+                "preprocess": None if pre is None else {k: _tuples(v) for k, v in pre.items()}}
 
     def check(self) -> None:
         if not self._timm_facts()["is_model"]:
