@@ -27,11 +27,11 @@ from .models.registry import make_adapter
 from .readouts.base import Readout, UnknownReadoutOption
 from .readouts.registry import get_readout
 from .recipes import Recipe, RecipeError
-from .reports.figures import battery_figures, close
 from .scores.record import Score
 from .scores.tasks import get_family
 from .sources import Sources
 from .stimuli.base import StimulusSet
+from .stimuli.hashcache import prime as prime_hashes
 from .stimuli.registry import TaskSpec, expand, get_task
 from .tracking.mlflow_run import (
     BATTERY_KEY,
@@ -41,10 +41,11 @@ from .tracking.mlflow_run import (
     logged_intervals,
     open_store,
     tracking_uri,
+    up_to_date_without_mlflow,
 )
 from .trials.distributed import Dist, Interrupted, file_lock, interrupts_as_exceptions
 from .trials.records import RecordStore, per_stimulus
-from .trials.runner import CountingAdapter, run_task
+from .trials.runner import CountingAdapter, count_cached, run_task, trial_keys
 
 
 class PlanError(GestaltError):
@@ -160,6 +161,7 @@ def preflight(recipe: Recipe) -> tuple[list[Planned], dict[str, StimulusSet], So
     planned = plan(recipe)
     sources = Sources(root=recipe.data.root, mirror=recipe.data.mirror)
     stimsets = build_stimsets(recipe, sources, expand(recipe.tasks))
+    prime_hashes(stimsets.values())  # a rerun reads them: no stimulus drawn or PNG-encoded again
     build_readouts(recipe, planned, stimsets)
     for p in planned:
         p.adapter.check()  # resolves the name (and offline weights) without loading them
@@ -172,7 +174,7 @@ def preflight(recipe: Recipe) -> tuple[list[Planned], dict[str, StimulusSet], So
 def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, StimulusSet]) -> str:
     lines = [f"recipe {recipe.name} (sha256 {recipe.sha256[:12]}), seed {recipe.seed}, "
              f"{recipe.runtime.processes} process(es), output {recipe.out_dir}"]
-    total_calls = 0
+    total_calls = total_cached = total_pending = 0
     for p in planned:
         lines.append(f"model {p.model.id} [{p.model.ref} weights={p.model.weights}]")
         for task, readout in p.tasks:
@@ -188,7 +190,14 @@ def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, St
             lines.append(f"  {task.task_id}: readout {readout}, {len(s.test)} test x {n_reps} rep(s)"
                          f" = {trials} trials, probe-train {len(s.train)}"
                          + (f", {calls} generate calls" if calls else ""))
+            keys = trial_keys(task.task_id, s, p.model.id, p.readouts[task.task_id],
+                              fingerprint_hash(p.adapter.fingerprint))
+            store = RecordStore(recipe.out_dir / p.model.id / "records" / f"{task.task_id}.jsonl")
+            cached = count_cached(store, keys)
+            total_cached, total_pending = total_cached + cached, total_pending + len(keys) - cached
+            lines.append(f"    trials cached {cached}, to run {len(keys) - cached}")
     lines.append(f"total generate/API calls if nothing is cached: {total_calls}")
+    lines.append(f"total trials cached {total_cached}, to run {total_pending}")
     return "\n".join(lines)
 
 
@@ -250,10 +259,10 @@ def _records_digest(stores: dict[str, RecordStore]) -> str:
     return hashlib.sha256("".join(f"{t}:{s.digest()}\n" for t, s in sorted(stores.items())).encode()).hexdigest()
 
 
-def _logged_result(model_id: str, run_id: str) -> BatteryResult:
+def _logged_result(model_id: str, run_id: str, intervals: dict[str, Any] | None = None) -> BatteryResult:
     """The scores of an up-to-date battery, as its run logged them (nothing recomputed)."""
     result = BatteryResult(model_id, run_id, up_to_date=True)
-    for task_id, entry in logged_intervals(run_id).items():
+    for task_id, entry in (logged_intervals(run_id) if intervals is None else intervals).items():
         if "unavailable" in entry:
             result.unavailable[task_id] = entry["unavailable"]
         else:
@@ -275,7 +284,7 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
     """One battery under its folder's lock: a second process on the same output folder waits,
     then finds the trials done (each computed and written once) and the run up to date."""
     spec = p.model
-    adapter = CountingAdapter(p.adapter, dist.device)
+    adapter = CountingAdapter(p.adapter, lambda: dist.device)  # resolved when a model is placed
     folder = recipe.out_dir / spec.id
     stores = {t.task_id: RecordStore(folder / "records" / f"{t.task_id}.jsonl") for t, _ in p.tasks}
     run_id: str | None = None
@@ -285,6 +294,12 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
             uri = tracking_uri(recipe.tracking.uri)
             key = battery_key(recipe, p, stimsets, fingerprint_hash(adapter.fingerprint))
             prior = Prior()
+            if track and not new_run and dist.world == 1:  # decided from the sqlite file: MLflow not imported
+                found = up_to_date_without_mlflow(uri, recipe.tracking.experiment, spec.id, key,
+                                                  _records_digest(stores))
+                if found is not None:
+                    echo(f"{spec.id}: up to date: run {found[0]}")
+                    return _logged_result(spec.id, found[0], found[1])
             if track:
                 prior = find_battery(open_store(uri, recipe.tracking.experiment), spec.id, key,
                                      _records_digest(stores), new_run=new_run)
@@ -363,6 +378,8 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
                                    "stimulus_set_sha256": stimset.sha256,
                                    "scores": [s.to_dict() for s in scores]}
         if track:
+            from .reports.figures import battery_figures, close  # matplotlib: only when figures are drawn
+
             history = p.adapter.history
             if history or tr.artifacts:
                 run.log_training(task.task_id, list(history), tr.artifacts)

@@ -1,4 +1,5 @@
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -6,6 +7,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# the memo of stimulus hashes and timm facts (harness.memo): one per test session, not ~/.cache
+os.environ.setdefault("GESTALT_CACHE", tempfile.mkdtemp(prefix="gestalt-memo-"))
 
 REPO = Path(__file__).resolve().parents[1]
 MIRROR = Path(os.environ.get("GESTALT_MIRROR", REPO.parent / "shared" / "sources"))

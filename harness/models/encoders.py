@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from ..memo import Memo
 from .base import ModelAdapter, ModelError, ModelSpec
 from .weights import load_by_order, pypi_weights
 
@@ -43,6 +45,32 @@ def seeded_init(spec: ModelSpec) -> Iterator[None]:
     with torch.random.fork_rng(devices=[]):  # the caller's own random state is left as it was
         torch.manual_seed(random_init_seed(spec))
         yield
+
+
+def _dist_stamp(dist: str) -> str:
+    """A distribution's version and the time its metadata was written (a reinstall of the same
+    version, an editable checkout's reinstall, changes it)."""
+    try:
+        d = importlib.metadata.distribution(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return f"{dist}==absent"
+    where = getattr(d, "_path", None)
+    try:
+        stamp = Path(where).stat().st_mtime_ns if where is not None else "?"
+    except OSError:
+        stamp = "?"
+    return f"{dist}=={d.version}@{stamp}"
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON has it (tuples as lists, others as str), which is how the fingerprint
+    hash sees it: a remembered value and a fresh one hash the same."""
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def _tuples(value: Any) -> Any:
+    """JSON's lists back as the tuples timm's config holds (same hash, same values)."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 class TorchEncoder(ModelAdapter):
@@ -132,10 +160,28 @@ class TimmEncoder(TorchEncoder):
 
     library = "timm"
 
-    def check(self) -> None:
-        import timm
+    def _timm_facts(self) -> dict[str, Any]:
+        """What check and fingerprint read from timm (is the name an architecture, its
+        preprocessing), remembered per timm build and name so a rerun does not import timm."""
+        key = f"{_dist_stamp('timm')}|{self.spec.name}"
+        memo = Memo("timm_facts")
+        facts = memo.get(key)
+        if not isinstance(facts, dict):
+            import timm
 
-        if not timm.is_model(self.spec.name):
+            is_model = bool(timm.is_model(self.spec.name))
+            cfg = timm.models.get_pretrained_cfg(self.spec.name) if is_model else None
+            pre = None if cfg is None else {k: getattr(cfg, k) for k in
+                                            ("input_size", "interpolation", "mean", "std", "crop_pct", "crop_mode")}
+            memo.set(key, {"is_model": is_model, "preprocess": _plain(pre)})
+            memo.save()
+            return {"is_model": is_model, "preprocess": pre}
+        pre = facts.get("preprocess")
+        return {"is_model": facts.get("is_model"),
+                "preprocess": None if pre is None else {k: _tuples(v) for k, v in pre.items()}}
+
+    def check(self) -> None:
+        if not self._timm_facts()["is_model"]:
             raise ModelError(f"model {self.spec.id!r}: timm has no architecture {self.spec.name!r}")
         pkg = pypi_weights(self.spec.weights)
         if pkg is not None:
@@ -147,13 +193,10 @@ class TimmEncoder(TorchEncoder):
 
     @property
     def fingerprint(self) -> dict[str, Any]:
-        import timm
-
         fp = super().fingerprint
-        cfg = timm.models.get_pretrained_cfg(self.spec.name)
-        if cfg is not None:
-            fp["preprocess"] = {k: getattr(cfg, k) for k in
-                                ("input_size", "interpolation", "mean", "std", "crop_pct", "crop_mode")}
+        pre = self._timm_facts()["preprocess"]
+        if pre is not None:
+            fp["preprocess"] = pre
         return fp
 
     def _hub_kwargs(self) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.metadata
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,13 +28,15 @@ class WeightsPackage:
     architecture: str  # timm architecture the tensors map onto
 
     def path(self) -> Path:
-        try:
-            module = importlib.import_module(self.module)
-        except ImportError:
+        try:  # found, not imported (a rerun that loads no model imports nothing)
+            spec = importlib.util.find_spec(self.module)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or not spec.origin:
             raise ModelError(
                 f"weights package {self.package!r} is not installed (bash docker/install.sh env "
-                f"installs it)") from None
-        return Path(module.__file__).parent / self.file
+                f"installs it)")
+        return Path(spec.origin).parent / self.file
 
     @property
     def version(self) -> str:

@@ -75,13 +75,17 @@ PROMPT = Prompt(
 def scatter_points(rng: np.random.Generator, n: int) -> np.ndarray:
     """n point centres (pixels), uniform in the plot area, pairwise at least MIN_GAP apart."""
     lo, hi = MARGIN + POINT_DIAMETER / 2, SIZE - MARGIN - POINT_DIAMETER / 2
-    points = np.empty((0, 2))
+    points = np.empty((n, 2))
+    m = 0
     for _ in range(200 * n):
-        if len(points) == n:
+        if m == n:
             return points
         c = rng.uniform(lo, hi, size=2)
-        if not len(points) or np.min(np.hypot(*(points - c).T)) >= MIN_GAP:
-            points = np.vstack([points, c])
+        if not m or np.hypot(points[:m, 0] - c[0], points[:m, 1] - c[1]).min() >= MIN_GAP:
+            points[m] = c
+            m += 1
+    if m == n:
+        return points
     raise RuntimeError(f"could not place {n} points {MIN_GAP} px apart in a {SIZE} px plot")
 
 
@@ -100,7 +104,9 @@ def render_scatter(points: tuple[tuple[float, float], ...], colors: tuple[str, .
     return big.reduce(SUPERSAMPLE)
 
 
-def make_stimulus(seed: int, split: str, index: int, k: int) -> Stimulus:
+def layout(seed: int, split: str, index: int, k: int) -> tuple[list[str], list[int], tuple, tuple]:
+    """One scatterplot's series colours and sizes, point centres and point colours, from its own
+    random stream (so a stimulus is named by (seed, split, index, k) and drawn only when shown)."""
     rng = np.random.default_rng([seed, _SPLIT_STREAM[split], index])
     series_colors = [PALETTE[c] for c in rng.choice(len(PALETTE), size=k, replace=False)]
     sizes = series_sizes(k)
@@ -108,17 +114,26 @@ def make_stimulus(seed: int, split: str, index: int, k: int) -> Stimulus:
     # Shuffled so that no series is tied to the order points were placed (and drawn) in.
     point_colors = [c for c, n in zip(series_colors, sizes) for _ in range(n)]
     point_colors = tuple(point_colors[i] for i in rng.permutation(N_POINTS))
+    return (series_colors, sizes, tuple((round(float(x), 3), round(float(y), 3)) for x, y in points),
+            point_colors)
+
+
+def render_stimulus(seed: int, split: str, index: int, k: int) -> Image.Image:
+    _, _, points, point_colors = layout(seed, split, index, k)
+    return render_scatter(points, point_colors)
+
+
+def make_stimulus(seed: int, split: str, index: int, k: int) -> Stimulus:
+    # the series colours are the stream's first draw: the points are placed only when drawn
+    rng = np.random.default_rng([seed, _SPLIT_STREAM[split], index])
+    series_colors = [PALETTE[c] for c in rng.choice(len(PALETTE), size=k, replace=False)]
     return Stimulus(
         stimulus_id=f"series_{split}_{index:03d}_k{k:02d}",
         split=split,
         ground_truth=k,
         manipulated_value=k,
-        image_source=partial(
-            render_scatter,
-            tuple((round(float(x), 3), round(float(y), 3)) for x, y in points),
-            point_colors,
-        ),
-        meta={"k": k, "colors": series_colors, "series_sizes": sizes},
+        image_source=partial(render_stimulus, seed, split, index, k),
+        meta={"k": k, "colors": series_colors, "series_sizes": series_sizes(k)},
     )
 
 

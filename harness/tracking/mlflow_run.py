@@ -247,6 +247,50 @@ def find_battery(experiment_id: str, model_id: str, battery_key: str, records_di
     return prior
 
 
+def up_to_date_without_mlflow(uri: str, experiment: str, model_id: str, battery_key: str,
+                              records_digest: str) -> tuple[str, dict[str, Any]] | None:
+    """(run id, intervals) when a local sqlite store shows the battery up to date, read with
+    sqlite3 alone (importing MLflow costs more than the rest of a no-op rerun); None whenever
+    this cannot be decided so: another kind of store, an artifact store that is not a local
+    folder, a RUNNING run of the model (it may be abandoned: ``find_battery`` closes it), or
+    anything unexpected. The rule is ``find_battery``'s: the latest active run of the model
+    with this battery key, FINISHED, with this record digest."""
+    import sqlite3
+
+    db = _sqlite_path(uri)
+    if db is None or not db.is_file():
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+            exp = con.execute("SELECT experiment_id FROM experiments WHERE name = ? AND lifecycle_stage = "
+                              "'active'", (experiment,)).fetchone()
+            if exp is None:
+                return None
+            runs = con.execute(
+                "SELECT r.run_uuid, r.status, r.artifact_uri, "
+                "(SELECT value FROM tags WHERE run_uuid = r.run_uuid AND key = ?), "
+                "(SELECT value FROM tags WHERE run_uuid = r.run_uuid AND key = ?) "
+                "FROM runs r JOIN tags m ON m.run_uuid = r.run_uuid AND m.key = 'gestalt.model' AND m.value = ? "
+                "WHERE r.experiment_id = ? AND r.lifecycle_stage = 'active' "
+                "ORDER BY r.start_time DESC, r.run_uuid ASC",
+                (BATTERY_KEY, RECORDS_DIGEST, model_id, exp[0])).fetchall()
+    except sqlite3.Error:
+        return None
+    if any(status == "RUNNING" for _, status, *_ in runs):
+        return None
+    mine = [r for r in runs if r[3] == battery_key]
+    if not mine:
+        return None
+    run_id, status, artifact_uri, _, digest = mine[0]
+    if status != "FINISHED" or digest != records_digest or not (artifact_uri or "").startswith("file:"):
+        return None
+    try:
+        intervals = json.loads((Path(url2pathname(urlparse(artifact_uri).path)) / "intervals.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return run_id, intervals
+
+
 def logged_intervals(run_id: str) -> dict[str, Any]:
     """intervals.json of a finished run (the scores an up-to-date rerun reports), read in place
     from a local store (MLflow's download would draw a progress bar)."""

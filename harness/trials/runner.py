@@ -64,11 +64,17 @@ class CountingAdapter:
 
     Anything else a readout asks of its model (a regressor's ``fit``) goes to the adapter itself."""
 
-    def __init__(self, adapter: ModelAdapter, device: str):
+    def __init__(self, adapter: ModelAdapter, device: str | Callable[[], str]):
         self.adapter = adapter
-        self.device = device
+        self._device = device  # a callable is asked on first use (`auto` imports torch to look)
         self.calls = 0
         self._placed = False
+
+    @property
+    def device(self) -> str:
+        if callable(self._device):
+            self._device = self._device()
+        return self._device
 
     def _call(self, method: Callable[..., Any], *args: Any, requests: int = 1) -> Any:
         if not self._placed:
@@ -109,6 +115,21 @@ class TaskResult:
     artifacts: dict[str, Any] = field(default_factory=dict)  # files to log (a trained checkpoint)
 
 
+def trial_keys(task_id: str, stimset: StimulusSet, model_id: str, readout: Any,
+               fingerprint: str) -> dict[str, str]:
+    """trial id -> cache key of every test trial (stimulus x repetition) of a task for one model."""
+    prompt_hash = stimset.prompt.hash if (stimset.prompt and readout.uses_prompt) else None
+    settings = readout.settings
+    return {trial_id(task_id, s.stimulus_id, model_id, rep):
+            cache_key(fingerprint, s.sha256, prompt_hash, settings, rep)
+            for s in stimset.test for rep in range(readout.n_reps)}
+
+
+def count_cached(store: RecordStore, keys: dict[str, str]) -> int:
+    """How many of ``keys``' trials have a record with their cache key (read only, nothing repaired)."""
+    return len(_read_done(store, keys)) if store.path.exists() else 0
+
+
 def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapter: CountingAdapter,
              store: RecordStore, *, readout_name: str, readout_options: dict[str, Any], seed: int,
              run_id: str, dist: Dist, progress: bool = True) -> TaskResult:
@@ -119,11 +140,8 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
     readout.dist = dist
     n_reps = readout.n_reps  # a readout may multiply repetitions (every montage permutation x n_reps)
     settings = readout.settings
-    fp = fingerprint_hash(adapter.fingerprint)
-    prompt_hash = stimset.prompt.hash if (stimset.prompt and readout.uses_prompt) else None
     trials = [(s, rep) for s in stimset.test for rep in range(n_reps)]
-    keys = {trial_id(task.task_id, s.stimulus_id, model_spec.id, rep):
-            cache_key(fp, s.sha256, prompt_hash, settings, rep) for s, rep in trials}
+    keys = trial_keys(task.task_id, stimset, model_spec.id, readout, fingerprint_hash(adapter.fingerprint))
 
     if dist.is_main:
         store.completed(keys)  # repairs a torn tail and moves stale records aside

@@ -1,0 +1,76 @@
+"""Nothing to do costs nothing: a recipe's first run vs its rerun vs its dry run, side by side.
+
+Each is a fresh ``gestalt recipe`` process (imports included, as a user runs it) on one output
+folder, MLflow store and memo (``$GESTALT_CACHE``) under a temporary folder: first run (every
+trial computed, MLflow runs, figures), rerun (every trial cached: ``up to date``), dry run (the
+plan with cached / pending trials per model and task). Prints the three wall times and the
+rerun's and dry run's share of the first run.
+
+Usage: ``GESTALT_MIRROR=../shared/sources .venv/bin/python benchmarks/rerun.py [recipes/quick.yaml]
+[--keep DIR] [--reruns 3]`` (the rerun and dry-run times are the medians of --reruns runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
+    elapsed = time.perf_counter() - t0
+    if res.returncode:
+        sys.exit(f"{' '.join(cmd)} failed ({res.returncode}):\n{res.stderr[-3000:]}")
+    return elapsed, res.stdout
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("recipe", nargs="?", default=str(REPO / "recipes" / "quick.yaml"))
+    ap.add_argument("--keep", help="work folder to use and keep (default: a temporary one)")
+    ap.add_argument("--reruns", type=int, default=3)
+    args = ap.parse_args()
+    work = Path(args.keep or tempfile.mkdtemp(prefix="gestalt-rerun-"))
+    work.mkdir(parents=True, exist_ok=True)
+    recipe = yaml.safe_load(Path(args.recipe).read_text())
+    recipe["output_dir"] = str(work / "out")
+    recipe.setdefault("runtime", {})["progress"] = False
+    path = work / Path(args.recipe).name
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO), GESTALT_CACHE=str(work / "memo"),
+               MLFLOW_TRACKING_URI=f"sqlite:///{work}/mlflow.db")
+    cmd = [sys.executable, "-m", "harness.cli", "recipe", str(path)]
+
+    first, _ = timed(cmd, env)
+    reruns, dries, out, plan = [], [], "", ""
+    for _ in range(max(1, args.reruns)):
+        t, out = timed(cmd, env)
+        reruns.append(t)
+        t, plan = timed([*cmd, "--dry-run"], env)
+        dries.append(t)
+    rerun, dry = statistics.median(reruns), statistics.median(dries)
+    assert "0 new trials, 0 model calls" in out, out[-2000:]
+    print("\n".join(line for line in plan.splitlines() if "trials cached" in line))
+    print(f"recipe {Path(args.recipe).name} (work folder {work})")
+    print(f"first run  {first:8.2f} s")
+    print(f"rerun      {rerun:8.2f} s  ({100 * rerun / first:.1f}% of the first run; runs {reruns_fmt(reruns)})")
+    print(f"dry run    {dry:8.2f} s  ({100 * dry / first:.1f}% of the first run; runs {reruns_fmt(dries)})")
+
+
+def reruns_fmt(times: list[float]) -> str:
+    return ", ".join(f"{t:.2f}" for t in times)
+
+
+if __name__ == "__main__":
+    main()
