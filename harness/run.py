@@ -71,6 +71,9 @@ class BatteryResult:
     new_trials: int = 0
     up_to_date: bool = False  # nothing changed since run_id finished: no run made, nothing computed
     failed: str | None = None  # why the battery's run ended FAILED (every trial null)
+    # wall seconds per phase: trials (model calls and stimulus preparation), scores, figures,
+    # tracking (MLflow logging); what benchmarks/overhead.py reports as the harness's share
+    seconds: Counter[str] = field(default_factory=Counter)
 
 
 def model_specs(recipe: Recipe) -> list[ModelSpec]:
@@ -358,9 +361,11 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
     for task, readout in p.tasks:
         stimset = stimsets[task.task_id]
         store = stores[task.task_id]
+        clock = time.perf_counter()
         tr = run_task(task, stimset, spec, adapter, store, readout_name=readout,
                       readout_options=readout_options(recipe, spec, task), seed=recipe.seed,
                       run_id=run_id, dist=dist, progress=recipe.runtime.progress)
+        clock = _lap(result.seconds, "trials", clock)
         result.model_calls += tr.model_calls
         result.new_trials += tr.new_trials
         if tr.unavailable:
@@ -373,6 +378,7 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
             continue
         scored = tr.records if task.all_reps else per_stimulus(tr.records)
         scores = get_family(task.scoring).score(scored, stimset, recipe.bootstrap.settings)
+        clock = _lap(result.seconds, "scores", clock)
         result.scores[task.task_id] = scores
         intervals[task.task_id] = {"version": stimset.version, "readout": readout,
                                    "stimulus_set_sha256": stimset.sha256,
@@ -384,14 +390,24 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
             if history or tr.artifacts:
                 run.log_training(task.task_id, list(history), tr.artifacts)
             figs = battery_figures(task.task_id, tr.records, scores, stimset, spec.id)
+            clock = _lap(result.seconds, "figures", clock)
             run.log_task(task.task_id, scores, tr.records,
                          {f"{task.task_id}/model_calls": float(tr.model_calls)}, figs, store.path)
             close(figs)
+            _lap(result.seconds, "tracking", clock)
     result.failed = _all_null(answered)
     if track:
+        clock = time.perf_counter()
         run.log_battery(intervals=intervals, recipe=recipe.resolved(), recipe_sha256=recipe.sha256,
                         stimulus_sets={t: s.sha256 for t, s in stimsets.items() if not s.unavailable})
+        _lap(result.seconds, "tracking", clock)
     return result
+
+
+def _lap(seconds: Counter[str], phase: str, since: float) -> float:
+    now = time.perf_counter()
+    seconds[phase] += now - since
+    return now
 
 
 def summary_table(results: list[BatteryResult]) -> str:

@@ -175,3 +175,28 @@ def test_remembered_timm_facts_give_the_same_fingerprint(tmp_path, monkeypatch):
     monkeypatch.setenv("GESTALT_CACHE", str(tmp_path))
     with pytest.raises(Exception, match="no architecture"):
         bad.check()
+
+
+def test_local_image_files_are_named_by_their_bytes(tmp_path, monkeypatch, sources):
+    """THINGS parts are photographs outside the verified sources: a rerun finds their stimuli's
+    hashes by the files' bytes instead of decoding and PNG-encoding every photograph again."""
+    from PIL import Image
+
+    from harness.stimuli.hashcache import descriptor, prime
+    from harness.stimuli.things import build
+    from tests.test_things import fake_root
+
+    monkeypatch.setenv("GESTALT_CACHE", str(tmp_path / "cache"))
+    root = fake_root(tmp_path / "things", build(sources, seed=0, n_triplets=6))
+    cold = build(sources, seed=0, n_triplets=6, image_root=root)
+    hashes = [s.sha256 for s in cold.test]
+    assert all(descriptor(s) is not None for s in cold.test)
+    assert prime([build(sources, seed=0, n_triplets=6, image_root=root)]) == (0, 6)
+    warm = build(sources, seed=0, n_triplets=6, image_root=root)
+    assert prime([warm]) == (6, 0) and [s.sha256 for s in warm.test] == hashes
+    # new bytes in one photograph: its triplets are hashed again, from the new image
+    changed = warm.test[0].part_sources[0]
+    Image.new("RGB", (40, 30), (1, 2, 3)).save(changed)
+    again = build(sources, seed=0, n_triplets=6, image_root=root)
+    found, hashed = prime([again])
+    assert hashed >= 1 and again.test[0].sha256 != hashes[0]

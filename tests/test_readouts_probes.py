@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from harness.models.base import ModelSpec
 from harness.readouts.odd_one_out import CosineOddOneOut, odd_one_out
 from harness.readouts.registry import get_readout
 from harness.readouts.ridge import RidgeCV, RidgeProbe
@@ -16,6 +17,8 @@ from harness.stimuli.base import Stimulus, StimulusSet
 class CentrePixel:
     """Embeds an image as its centre pixel's RGB, offset so that cosine separates hues."""
 
+    spec = ModelSpec(id="centrepixel", source="python", name="CentrePixel", batch_size=16)
+
     def embed(self, images):
         return np.array([np.array(im.getpixel((im.width // 2, im.height // 2)), float) - 100
                          for im in images])
@@ -24,12 +27,16 @@ class CentrePixel:
 class Brightness:
     """A one-number embedding: mean grey level, plus a constant column."""
 
+    spec = ModelSpec(id="brightness", source="python", name="Brightness", batch_size=16)
+
     def embed(self, images):
         return np.array([[np.asarray(im, float).mean(), 1.0] for im in images])
 
 
 class ColourPresence:
     """Which of the 20 series colours appear as point interiors (3x3 uniform pixels)."""
+
+    spec = ModelSpec(id="colour-presence", source="python", name="ColourPresence", batch_size=16)
 
     def embed(self, images):
         codes = np.array([int(h[1:], 16) for h in series_count.PALETTE])

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from ..models.base import Adapter, Embedder
-from ..stimuli.base import Stimulus, StimulusSet
+from ..stimuli.base import Stimulus, StimulusSet, prefetched
 
 
 class UnknownReadoutOption(ValueError):
@@ -45,6 +45,9 @@ class Readout:
     name: ClassVar[str]
     capability: ClassVar[str]  # "embed" | "generate" | "predict"
     uses_prompt: ClassVar[bool] = False
+    # what respond() reads of a stimulus, prepared a batch ahead by the runner; None: nothing
+    # to prepare (the readout renders its own way)
+    reads: ClassVar[Literal["image", "parts"] | None] = "image"
     # the settings the readout takes (model ``generation`` + ``task_options.<task>.readout``),
     # with their defaults; any other key is refused when preflight builds the readout
     OPTIONS: ClassVar[dict[str, Any]] = {}
@@ -62,16 +65,22 @@ class Readout:
         return int(self.options.get("n_reps", 1))
 
     def embed_all(self, model: Embedder, images_of: list[Stimulus], parts: bool = False):
-        """Embeddings of many stimuli, sharded across processes and gathered in order."""
+        """Embeddings of many stimuli, sharded across processes and gathered in order; each
+        process embeds its share a model batch at a time, the next batch prepared meanwhile."""
         import numpy as np
 
+        size = max(1, model.spec.batch_size)
+
         def run(items):
-            if parts:
-                flat = [im for s in items for im in s.parts]
-                emb = model.embed(flat) if flat else np.zeros((0, 0))
-                k = len(items[0].part_sources) if items else 0
-                return list(emb.reshape(len(items), k, -1)) if items else []
-            return list(model.embed([s.image for s in items]))
+            batches = [items[i:i + size] for i in range(0, len(items), size)]
+            out = []
+            for batch in prefetched(batches, "parts" if parts else "image"):
+                if parts:
+                    emb = model.embed([im for s in batch for im in s.parts])
+                    out.extend(emb.reshape(len(batch), len(batch[0].part_sources), -1))
+                else:
+                    out.extend(model.embed([s.image for s in batch]))
+            return out
 
         return np.stack(self.dist.map(run, images_of))
 

@@ -30,6 +30,7 @@ def odd_one_out(embeddings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class CosineOddOneOut(Readout):
     name = "odd_one_out"
     capability = "embed"
+    reads = "parts"
 
     def respond(self, model, batch):
         for s in batch:

@@ -59,6 +59,7 @@ class StimulusData:
 class RegressionReadout(Readout):
     name = "regression"
     capability = "predict"
+    reads = None  # renders its batch as arrays (render_stimuli), charts of a batch together
     OPTIONS: ClassVar[dict[str, Any]] = OPTIONS
 
     def __init__(self, stimset: StimulusSet, **options: Any):

@@ -18,6 +18,7 @@ call; kappa intervals recompute both c terms in every draw.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
@@ -28,6 +29,7 @@ from .bootstrap import (
     N_BOOT_DEFAULT,
     Statistic,
     bootstrap,
+    once_per_input,
     paired_difference,
     percentile_ci,
     recentred_ci,
@@ -182,6 +184,48 @@ def _pairwise_kappas(h: np.ndarray) -> np.ndarray:
     return _kappa(h[a], h[b])
 
 
+@dataclass(frozen=True)
+class PanelReferences:
+    """The panel's own references on the full test split (they do not depend on the model)."""
+
+    ceil_pair: tuple[float, float, float]  # human_kappa_pairwise: value, one-level CI
+    ceil_loo: tuple[float, float, float]  # human_kappa_loo
+    pair_two: tuple[float, float]  # two-level CIs of the two
+    loo_two: tuple[float, float]
+    b_ceiling: float  # human_loo_modal_agreement, with its one- and two-level CIs
+    b_ceil_one: tuple[float, float]
+    b_ceil_two: tuple[float, float]
+    pairwise: np.ndarray  # kappa of each observer pair
+    loo_each: np.ndarray  # kappa of each observer vs the others' mean
+    accuracy_each: np.ndarray
+
+
+@once_per_input
+def panel_references(human_all: np.ndarray, labels: np.ndarray, n_labels: int, n_boot: int,
+                     n_boot_kappa: int, seed: int) -> PanelReferences:
+    """``human_all`` observers x items correct, ``labels`` items x observers answer index."""
+    j_obs, n_all = human_all.shape
+    items_k = resample_indices(n_all, n_boot_kappa, seed)
+    obs_k = observer_indices(j_obs, n_boot_kappa, seed)
+    ceil_pair = bootstrap(human_pairwise_kappa_stat(human_all), n_all, n_boot_kappa, seed)
+    ceil_loo = bootstrap(human_loo_kappa_stat(human_all), n_all, n_boot_kappa, seed)
+    identity = np.arange(j_obs)[None]
+    items_b = resample_indices(n_all, n_boot, seed)
+    b_ceiling = float(loo_modal_agreement_draws(labels, n_labels, np.arange(n_all)[None], identity)[0])
+    return PanelReferences(
+        ceil_pair=ceil_pair, ceil_loo=ceil_loo,
+        pair_two=recentred_ci(ceil_pair[0], two_level_pairwise_kappa(human_all, items_k, obs_k)),
+        loo_two=recentred_ci(ceil_loo[0], two_level_loo_kappa(human_all, items_k, obs_k)),
+        b_ceiling=b_ceiling,
+        b_ceil_one=percentile_ci(loo_modal_agreement_draws(labels, n_labels, items_b,
+                                                           np.repeat(identity, n_boot, axis=0))),
+        b_ceil_two=recentred_ci(b_ceiling, loo_modal_agreement_draws(
+            labels, n_labels, items_b, observer_indices(j_obs, n_boot, seed))),
+        pairwise=_pairwise_kappas(human_all),
+        loo_each=_kappa(human_all, (human_all.sum(axis=0) - human_all) / (j_obs - 1)),
+        accuracy_each=human_all.mean(axis=1))
+
+
 def score_classification_vs_observers(records: list[dict], stimset: StimulusSet, *,
                                       boot: Bootstrap = Bootstrap()) -> list[Score]:
     """Accuracy, B vs the modal response, kappa (both forms) and the human references.
@@ -226,25 +270,10 @@ def score_classification_vs_observers(records: list[dict], stimset: StimulusSet,
     # human references describe the panel on the full test split
     human_all = observer_correct
     j_obs, n_all = human_all.shape
-    items_k = resample_indices(n_all, n_boot_kappa, seed)
-    obs_k = observer_indices(j_obs, n_boot_kappa, seed)
-    ceil_pair = bootstrap(human_pairwise_kappa_stat(human_all), n_all, n_boot_kappa, seed)
-    ceil_loo = bootstrap(human_loo_kappa_stat(human_all), n_all, n_boot_kappa, seed)
-    pair_two = recentred_ci(ceil_pair[0], two_level_pairwise_kappa(human_all, items_k, obs_k))
-    loo_two = recentred_ci(ceil_loo[0], two_level_loo_kappa(human_all, items_k, obs_k))
     vocab = {c: k for k, c in enumerate(stimset.options)}
     labels = np.vectorize(lambda a: vocab.get(a, -1), otypes=[int])(panel.responses)
-    identity = np.arange(j_obs)[None]
-    items_b = resample_indices(n_all, n_boot, seed)
-    b_ceiling = float(loo_modal_agreement_draws(labels, len(vocab), np.arange(n_all)[None],
-                                                identity)[0])
-    b_ceil_one = percentile_ci(loo_modal_agreement_draws(labels, len(vocab), items_b,
-                                                         np.repeat(identity, n_boot, axis=0)))
-    b_ceil_two = recentred_ci(b_ceiling, loo_modal_agreement_draws(labels, len(vocab), items_b,
-                                                         observer_indices(j_obs, n_boot, seed)))
-    pairwise = _pairwise_kappas(human_all)
-    loo_each = _kappa(human_all, (human_all.sum(axis=0) - human_all) / (j_obs - 1))
-    accuracy_each = human_all.mean(axis=1)
+    ref = panel_references(human_all, labels, len(vocab), n_boot, n_boot_kappa, seed)
+    obs_k = observer_indices(j_obs, n_boot_kappa, seed)
 
     acc = bootstrap(mean_stat(m), n, n_boot, seed)
     b = bootstrap(mean_stat(match), n, n_boot, seed)
@@ -281,26 +310,26 @@ def score_classification_vs_observers(records: list[dict], stimset: StimulusSet,
             "answer", floor=best_constant(truth), extra={"human_accuracy": float(p.mean())}),
         rec("B", b, f"mean 1[r=modal human response]; {ONE_LEVEL}, {n_boot} draws; floor: best "
             "constant answer vs the modal answers; ceiling: human_loo_modal_agreement",
-            floor=best_constant(modal), ceiling=b_ceiling,
+            floor=best_constant(modal), ceiling=ref.b_ceiling,
             extra={"B_full_low": lo, "B_full_high": hi, "null_fraction": v}),
         rec("kappa", kap, f"aggregate error consistency vs panel p_i; {kboot}" + panel_note,
-            floor=0.0, ceiling=ceil_pair[0],
-            extra={"ceiling_ci": [ceil_pair[1], ceil_pair[2]], "ceiling_loo": ceil_loo[0],
+            floor=0.0, ceiling=ref.ceil_pair[0],
+            extra={"ceiling_ci": [ref.ceil_pair[1], ref.ceil_pair[2]], "ceiling_loo": ref.ceil_loo[0],
                    **two(kap_two)}),
         rec("kappa_pairwise", kap_pw, f"mean over observers of kappa(m, h_j); {kboot}" + panel_note,
-            floor=0.0, ceiling=ceil_pair[0], extra=two(kap_pw_two)),
-        human("human_kappa_pairwise", ceil_pair,
-              f"mean kappa over {len(pairwise)} observer pairs, na counted incorrect; {kboot}; "
-              "range = min-max over pairs", {**two(pair_two), **spread(pairwise, "kappa_pairwise")}),
-        human("human_kappa_loo", ceil_loo,
+            floor=0.0, ceiling=ref.ceil_pair[0], extra=two(kap_pw_two)),
+        human("human_kappa_pairwise", ref.ceil_pair,
+              f"mean kappa over {len(ref.pairwise)} observer pairs, na counted incorrect; {kboot}; "
+              "range = min-max over pairs", {**two(ref.pair_two), **spread(ref.pairwise, "kappa_pairwise")}),
+        human("human_kappa_loo", ref.ceil_loo,
               f"each observer vs leave-one-out panel mean; {kboot}; range = min-max over observers",
-              {**two(loo_two), **spread(loo_each, "kappa_loo")}),
-        human("human_loo_modal_agreement", (b_ceiling, *b_ceil_one),
+              {**two(ref.loo_two), **spread(ref.loo_each, "kappa_loo")}),
+        human("human_loo_modal_agreement", (ref.b_ceiling, *ref.b_ceil_one),
               f"share of answers equal to the other observers' modal answer (ties split); "
-              f"{ONE_LEVEL}, {n_boot} draws; {TWO_LEVEL} in extra", two(b_ceil_two)),
+              f"{ONE_LEVEL}, {n_boot} draws; {TWO_LEVEL} in extra", two(ref.b_ceil_two)),
         human("human_accuracy", bootstrap(mean_stat(p), n_all, n_boot, seed),
               f"mean observer accuracy; {ONE_LEVEL}, {n_boot} draws; range = min-max over "
-              "observers", spread(accuracy_each, "accuracy")),
+              "observers", spread(ref.accuracy_each, "accuracy")),
     ]
 
 

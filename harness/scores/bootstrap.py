@@ -10,9 +10,15 @@ A statistic is written once for a 2-D index matrix: ``stat(idx)`` gets ``idx`` o
 
 from __future__ import annotations
 
+import functools
+import hashlib
+from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 Statistic = Callable[[np.ndarray], np.ndarray]
 
@@ -66,3 +72,33 @@ def recentred_ci(value: float, draws: np.ndarray, level: float = 0.95) -> tuple[
     if d.size == 0:
         return float("nan"), float("nan")
     return percentile_ci(d - (d.mean() - value), level)
+
+
+def _content_key(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        data = np.ascontiguousarray(value)
+        return ("array", data.dtype.str, data.shape, hashlib.sha256(data.tobytes()).hexdigest())
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, *map(_content_key, value))
+    return value
+
+
+def once_per_input(fn: F, maxsize: int = 32) -> F:
+    """``fn`` (pure, over human data and bootstrap settings) computed once per process per distinct
+    input, keyed by the arrays' content. Human references do not depend on the model: a roster of
+    N models would otherwise draw the same bootstraps N times. Callers must not mutate the result."""
+    cache: OrderedDict[Any, Any] = OrderedDict()
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any) -> Any:
+        key = tuple(_content_key(a) for a in args)
+        if key in cache:
+            cache.move_to_end(key)
+            return cache[key]
+        value = cache[key] = fn(*args)
+        if len(cache) > maxsize:
+            cache.popitem(last=False)
+        return value
+
+    wrapper.cache_clear = cache.clear  # type: ignore[attr-defined]
+    return wrapper  # type: ignore[return-value]

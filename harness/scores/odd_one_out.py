@@ -47,6 +47,7 @@ from ..stimuli.base import OddOneOutVotes, StimulusSet
 from .agreement import mean_stat, null_bracket, parseable
 from .bootstrap import (
     bootstrap,
+    once_per_input,
     percentile_ci,
     recentred_ci,
     resample_indices,
@@ -117,6 +118,7 @@ def _interval(value: float, draws: np.ndarray, two_level: bool = False) -> tuple
     return value, lo, hi
 
 
+@once_per_input
 def human_references(votes: np.ndarray, n_boot: int, seed: int) -> dict[str, dict[str, Any]]:
     """Each human reference: value, one-level and two-level 95% intervals."""
     v = np.asarray(votes, dtype=np.int64)
@@ -184,7 +186,7 @@ def score_odd_one_out(records: list[dict], stimset: StimulusSet, *,
                          f"e.g. {sorted(missing)[0]}")
 
     votes = np.asarray(human.votes)
-    refs = human_references(votes, n_boot, seed)
+    refs = dict(human_references(votes, n_boot, seed))  # a copy: the result is shared
     resampled = refs.pop("_two_level_votes")
     version = stimset.version
     interval_method = f"{ONE_LEVEL}, {n_boot} draws, seed {seed}; {TWO_LEVEL} in extra"

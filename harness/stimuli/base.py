@@ -10,10 +10,11 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 from PIL import Image
@@ -89,6 +90,15 @@ class Stimulus:
     @property
     def parts(self) -> list[Image.Image]:
         return [_load(p) for p in self.part_sources]
+
+    def loaded(self, what: Literal["image", "parts"]) -> Stimulus:
+        """A copy with its image (or its parts) decoded or rendered now, in memory; the hash is
+        carried over, so the copy is the same stimulus to records and caches."""
+        sha = self.sha256
+        copy = replace(self, image_source=self.image) if what == "image" else \
+            replace(self, part_sources=tuple(self.parts))
+        copy._sha256 = sha
+        return copy
 
     @property
     def sha256(self) -> str:
@@ -240,6 +250,37 @@ class StimulusSet:
             h.update(s.split.encode())
             h.update(s.sha256.encode())
         return h.hexdigest()
+
+
+def _loaded_batch(batch: list[Stimulus], what: Literal["image", "parts"]) -> list[Stimulus]:
+    out = []
+    for s in batch:
+        try:
+            out.append(s.loaded(what))
+        except Exception:  # noqa: BLE001 - the readout meets the same error where it records it
+            out.append(s)
+    return out
+
+
+def prefetched(batches: Iterable[list[Stimulus]],
+               what: Literal["image", "parts"] | None) -> Iterator[list[Stimulus]]:
+    """``batches`` with their images (or parts) prepared one batch ahead in a background thread,
+    so decoding and rendering overlap the model's work on the batch before (torch releases the
+    GIL in its kernels). ``what=None`` passes the batches through as they are (a readout that
+    renders its own way). A stimulus that fails to load is passed unloaded: its readout then
+    fails on it where it records the failure, one trial, as without prefetching."""
+    if what is None:
+        yield from batches
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gestalt-prefetch") as pool:
+        pending = None
+        for batch in batches:
+            ahead = pool.submit(_loaded_batch, batch, what)
+            if pending is not None:
+                yield pending.result()
+            pending = ahead
+        if pending is not None:
+            yield pending.result()
 
 
 def by_id(stimuli: Sequence[Stimulus]) -> dict[str, Stimulus]:

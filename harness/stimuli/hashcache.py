@@ -3,7 +3,8 @@ drawing and PNG-encoding its images again.
 
 A generated image is a render function applied to plain values (``functools.partial`` of a
 function of this package over strings, numbers and tuples). Such a stimulus is named exactly by a
-*descriptor*: the function names and arguments of its image and parts, its verified file hash,
+*descriptor*: the function names and arguments of its image and parts (a local file by the sha256
+of its bytes), its verified file hash,
 the item text and targets :attr:`Stimulus.sha256` covers, plus the code of this package (every
 ``harness/stimuli`` source file) and the Pillow, FreeType and numpy builds the images are drawn
 with. The memo maps that descriptor's sha256 to the stimulus's sha256 as computed from its PNG
@@ -65,6 +66,12 @@ def _name(value: Any) -> Any:
         return [tag, [_name(v) for v in value]]
     if isinstance(value, dict):
         return ["d", sorted(([_name(k), _name(v)] for k, v in value.items()), key=json.dumps)]
+    if isinstance(value, Path):
+        # a local image file (THINGS photographs): the decoded image is a function of its bytes
+        try:
+            return ["file-bytes", hashlib.sha256(value.read_bytes()).hexdigest()]
+        except OSError:
+            raise Unnamed(f"unreadable file {value}") from None
     if isinstance(value, functools.partial):
         return ["p", _name(value.func), _name(value.args), _name(value.keywords)]
     module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)

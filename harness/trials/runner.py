@@ -20,7 +20,7 @@ from PIL import Image
 from ..models.base import Generation, ModelAdapter, ModelSpec, fingerprint_hash
 from ..readouts.base import Response
 from ..readouts.registry import get_readout
-from ..stimuli.base import StimulusSet
+from ..stimuli.base import StimulusSet, prefetched
 from ..stimuli.registry import TaskSpec
 from .distributed import Dist
 from .records import RecordStore, cache_key, make_record, trial_id
@@ -162,8 +162,12 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
                        leave=False)
         batch_size = max(1, model_spec.batch_size)
         model_version = adapter.model_version
-        for start in range(0, len(mine), batch_size):
-            chunk = mine[start:start + batch_size]
+        chunks = [mine[start:start + batch_size] for start in range(0, len(mine), batch_size)]
+        # each chunk's distinct stimuli, prepared a chunk ahead while the model answers the one before
+        shown = prefetched((list({pending[i][0].stimulus_id: pending[i][0] for i, _ in chunk}.values())
+                            for chunk in chunks), readout.reads)
+        for chunk, ready in zip(chunks, shown):
+            loaded = {s.stimulus_id: s for s in ready}
             by_rep: dict[int, list[tuple[Any, bool]]] = {}
             for i, pad in chunk:
                 s, rep = pending[i]
@@ -171,7 +175,7 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
             for rep, items in by_rep.items():
                 readout.rep = rep
                 t0 = time.perf_counter()
-                responses = _respond(readout, adapter, [s for s, _ in items])
+                responses = _respond(readout, adapter, [loaded[s.stimulus_id] for s, _ in items])
                 per_trial = (time.perf_counter() - t0) / len(items)
                 records = []
                 for (s, pad), r in zip(items, responses):

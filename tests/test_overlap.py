@@ -1,0 +1,177 @@
+"""Issue 15 section 2: stimulus preparation overlaps the model, and what does not depend on the
+model is computed once per process; neither changes a single response or score."""
+
+from __future__ import annotations
+
+import threading
+from typing import ClassVar
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from harness.models.base import ModelAdapter, ModelSpec
+from harness.readouts.probes import PrototypeProbe
+from harness.scores import agreement
+from harness.scores.agreement import score_classification_vs_observers
+from harness.scores.tasks import Bootstrap
+from harness.stimuli.base import Stimulus, StimulusSet, png_bytes, prefetched
+from harness.stimuli.registry import get_task
+from harness.trials.distributed import Dist
+from harness.trials.records import RecordStore
+from harness.trials.runner import CountingAdapter, run_task
+
+
+def _stimulus(i: int, render) -> Stimulus:
+    return Stimulus(stimulus_id=f"s{i:02d}", split="test", ground_truth=str(i % 2),
+                    image_source=lambda: render(i))
+
+
+def _grey(i: int) -> Image.Image:
+    return Image.new("RGB", (8, 8), (i, i, i))
+
+
+def test_prefetch_prepares_the_next_batch_while_the_current_one_is_used():
+    second_started = threading.Event()
+    threads = []
+
+    def render(i):
+        threads.append(threading.current_thread().name)
+        if i == 2:
+            second_started.set()
+        return _grey(i)
+
+    batches = [[_stimulus(0, render), _stimulus(1, render)], [_stimulus(2, render), _stimulus(3, render)]]
+    for s in (x for b in batches for x in b):
+        s._sha256 = f"hash-{s.stimulus_id}"  # a generated image would be hashed by its parameters
+    shown = prefetched(batches, "image")
+    first = next(shown)
+    # the consumer holds batch 0; batch 1 is being prepared meanwhile, not when asked for
+    assert second_started.wait(timeout=60)
+    rest = list(shown)
+    assert [[s.stimulus_id for s in b] for b in [first, *rest]] == [["s00", "s01"], ["s02", "s03"]]
+    assert all(isinstance(s.image_source, Image.Image) for s in first + rest[0])
+    assert [s.sha256 for s in first] == ["hash-s00", "hash-s01"]  # the same stimulus to caches
+    assert set(threads) == {"gestalt-prefetch_0"}
+
+
+def test_prefetch_passes_through_what_it_cannot_load_and_what_it_is_not_asked_to():
+    def render(i):
+        if i == 1:
+            raise OSError("truncated file")
+        return _grey(i)
+
+    batch = [_stimulus(0, render), _stimulus(1, render)]
+    for s in batch:
+        s._sha256 = "h"
+    [loaded] = list(prefetched([batch], "image"))
+    assert isinstance(loaded[0].image_source, Image.Image)
+    assert loaded[1] is batch[1]  # its readout meets the error where it records a null
+    assert list(prefetched([batch], None))[0] is batch
+
+
+class Embeds(ModelAdapter):
+    """Mean colour embedding; records the size of every call."""
+
+    capabilities = frozenset({"embed"})
+    fingerprint: ClassVar[dict[str, str]] = {"source": "test", "name": "mean-colour"}
+    model_version = "mean-colour/1"
+
+    def __init__(self, batch_size: int):
+        super().__init__(ModelSpec(id="mean", source="test", name="mean", batch_size=batch_size))
+        self.calls: list[int] = []
+
+    def embed(self, images):
+        self.calls.append(len(images))
+        return np.array([np.asarray(im, float).reshape(-1, 3).mean(axis=0) + 1 for im in images])
+
+
+def test_probe_train_split_is_embedded_a_model_batch_at_a_time_and_unchanged():
+    train = [Stimulus(f"t{i}", "train", str(i % 3), _grey(20 * i)) for i in range(7)]
+    stimset = StimulusSet("t", "1", "label", train, "none")
+    model = Embeds(batch_size=3)
+    probe = PrototypeProbe(stimset)
+    probe.prepare(model)
+    assert model.calls == [3, 3, 1]
+    whole = model.embed([s.image for s in train])
+    expected = np.stack([whole[[i for i in range(7) if i % 3 == c]].mean(axis=0) for c in range(3)])
+    assert probe.classes == ["0", "1", "2"] and np.allclose(probe.prototypes, expected)
+
+
+def test_a_run_with_prefetch_records_what_a_run_without_it_records(tmp_path, sources, monkeypatch):
+    task = get_task("closure.nat.silhouette")
+    stimset = task.build(sources, seed=0)
+
+    def run(folder):
+        adapter = CountingAdapter(Embeds(batch_size=16), "cpu")
+        spec = ModelSpec(id="mean", source="test", name="mean", batch_size=16)
+        return run_task(task, stimset, spec, adapter, RecordStore(folder / "r.jsonl"),
+                        readout_name="prototype", readout_options={}, seed=0, run_id="r",
+                        dist=Dist(), progress=False).records
+
+    with_prefetch = run(tmp_path / "a")
+    monkeypatch.setattr("harness.trials.runner.prefetched", lambda batches, what: iter(batches))
+    monkeypatch.setattr("harness.readouts.base.prefetched", lambda batches, what: iter(batches))
+    without = run(tmp_path / "b")
+    keep = ("stimulus_id", "response", "stimulus_sha256", "cache_key", "extras")
+    assert [{k: r.get(k) for k in keep} for r in with_prefetch] == \
+        [{k: r.get(k) for k in keep} for r in without]
+    assert png_bytes(stimset.test[0].image) == png_bytes(stimset.test[0].loaded("image").image)
+
+
+def test_panel_references_are_computed_once_per_panel_and_equal_a_fresh_computation(sources, monkeypatch):
+    from harness.stimuli.silhouette import build
+
+    stimset = build(sources)
+    boot = Bootstrap(n=200, n_kappa=200)
+    calls = []
+    real = agreement.two_level_pairwise_kappa  # runs only inside the panel's references
+
+    def counted(*args):
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(agreement, "two_level_pairwise_kappa", counted)
+    agreement.panel_references.cache_clear()
+
+    def scores(answer):
+        recs = [{"stimulus_id": s.stimulus_id, "response": answer(s), "parse_status": "ok"}
+                for s in stimset.test]
+        return [s.to_dict() for s in score_classification_vs_observers(recs, stimset, boot=boot)]
+
+    first = scores(lambda s: s.ground_truth)
+    second = scores(lambda s: s.human_target)  # another model, the same panel
+    assert len(calls) == 1
+    agreement.panel_references.cache_clear()
+    assert scores(lambda s: s.human_target) == second  # memo and fresh computation agree
+    assert len(calls) == 2
+    humans = [s for s in first if s["name"].startswith("human_")]
+    assert humans == [s for s in second if s["name"].startswith("human_")]
+    # another bootstrap is another input
+    score_classification_vs_observers(
+        [{"stimulus_id": s.stimulus_id, "response": s.ground_truth, "parse_status": "ok"} for s in stimset.test],
+        stimset, boot=Bootstrap(n=200, n_kappa=300))
+    assert len(calls) == 3
+
+
+@pytest.mark.parametrize("a, b, same", [
+    (np.array([1, 2, 3]), np.array([1, 2, 3]), True),
+    (np.array([1, 2, 3]), np.array([1, 2, 4]), False),
+    (np.array([1, 2, 3]), np.array([1.0, 2.0, 3.0]), False),  # dtype is part of the content
+    (np.array([[1, 2], [3, 4]]), np.array([1, 2, 3, 4]), False),  # so is the shape
+])
+def test_once_per_input_keys_on_array_content(a, b, same):
+    from harness.scores.bootstrap import once_per_input
+
+    seen = []
+
+    @once_per_input
+    def f(x, k):
+        seen.append(1)
+        return x.sum() * k
+
+    f(a, 2)
+    f(b.copy(), 2)
+    assert len(seen) == (1 if same else 2)
+    f(a, 3)
+    assert len(seen) == (2 if same else 3)
