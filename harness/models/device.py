@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import logging
 import os
 from collections.abc import Callable
@@ -157,18 +158,21 @@ class BatchSizer:
             size = min(self.start_size(device), n - start)
             try:
                 out.append(call(start, start + size))
+                start += size
+                continue
             except torch.cuda.OutOfMemoryError as e:
-                if is_cuda(device):
-                    torch.cuda.empty_cache()  # the failed batch's blocks, before a smaller try
                 if not self.auto:
                     raise ModelError(f"model {self.spec.id!r}: out of memory at batch_size {size} on "
                                      f"{device}; set a smaller batch_size or batch_size: auto") from e
                 if size == 1:
                     raise ModelError(f"model {self.spec.id!r}: out of memory on {device} even at batch "
                                      f"size 1 (batch_size auto)") from e
-                self.size = size // 2
-                log.warning("%s: out of memory at batch size %d on %s; retrying at %d",
-                            self.spec.id, size, device, self.size)
-                continue
-            start += size
+            # out of the except block, the failed call's frames and the GPU tensors they held are
+            # released; only then can the cache give their memory back for a smaller try
+            if is_cuda(device):
+                gc.collect()
+                torch.cuda.empty_cache()
+            self.size = size // 2
+            log.warning("%s: out of memory at batch size %d on %s; retrying at %d",
+                        self.spec.id, size, device, self.size)
         return out

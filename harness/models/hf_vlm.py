@@ -223,7 +223,7 @@ class HFVLM(ModelAdapter):
             conversations, add_generation_prompt=True, tokenize=True, return_dict=True,
             return_tensors="pt", processor_kwargs={"padding": True, "padding_side": "left"})
         if is_cuda(str(model.device)):  # pinned, asynchronous copies of each input tensor
-            for key, value in inputs.items():
+            for key, value in list(inputs.items()):
                 if hasattr(value, "pin_memory"):
                     inputs[key] = to_device(value, str(model.device))
         else:
