@@ -266,3 +266,37 @@ def test_recipe_accepts_batch_size_auto_and_precision(tmp_path):
 def test_recipe_refuses_bad_values_clearly(tmp_path, extra, message):
     with pytest.raises(RecipeError, match=message):
         _recipe(tmp_path, extra)
+
+
+def _cuda_branches(monkeypatch):
+    """The CUDA-only branches, run on the CPU: is_cuda says yes and pinning is the identity (it
+    needs a driver); what remains is the real layout, copies and casts of the GPU path."""
+    for module in (dev, harness.models.encoders, harness.models.regressors, harness.models.hf_vlm):
+        monkeypatch.setattr(module, "is_cuda", lambda device: True)
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: self)
+
+
+def test_the_cuda_path_leaves_a_cnn_encoders_embeddings(monkeypatch):
+    spec = ModelSpec(id="r", source="timm", name="test_resnet", weights="random", batch_size=3)
+    images = _images(5, size=64)
+    plain = build_adapter(spec)
+    expect = plain.embed(images)
+    _cuda_branches(monkeypatch)
+    fast = build_adapter(spec)
+    fast._model, fast._transform = plain._model, plain._transform
+    fast.to("cpu")  # place(): channels-last, as on CUDA
+    assert next(p for p in fast._model.parameters() if p.dim() == 4).is_contiguous(
+        memory_format=torch.channels_last)
+    np.testing.assert_allclose(fast.embed(images), expect, atol=1e-5)
+
+
+def test_the_cuda_path_prepares_bar_charts_alike(monkeypatch):
+    from harness.models.regressors import CNNRegressor
+
+    model = CNNRegressor(ModelSpec(id="bars", source="cnn", name="lenet"))
+    charts = np.random.default_rng(0).integers(0, 255, (4, 20, 30, 3), dtype=np.uint8)
+    plain = model._tensor(charts, "cpu")
+    _cuda_branches(monkeypatch)
+    fast = model._tensor(charts, "cpu")  # uint8 across, cast after the copy, channels-last
+    assert fast.is_contiguous(memory_format=torch.channels_last) and fast.dtype == torch.float32
+    assert torch.equal(fast, plain)
