@@ -41,8 +41,13 @@ class ModelEntry(_Strict):
     weights: str | None = None
     revision: str | None = Field(default=None, description="exact hub commit (40 hex) for pinned runs")
     family: str = "unknown"
-    batch_size: int = Field(default=32, ge=1, le=65536)
-    dtype: Literal["float32", "float16", "bfloat16", "auto"] = "float32"
+    batch_size: int | Literal["auto"] = Field(
+        default=32, description="items per forward pass, or `auto`: start at options.max_batch_size "
+                                "(default 256) on a GPU and halve on out-of-memory; 32 on a CPU")
+    dtype: Literal["float32", "float16", "bfloat16", "auto"] = Field(default="float32", description="the weights' type")
+    precision: Literal["float32", "auto", "bfloat16", "float16"] = Field(
+        default="float32", description="autocast of the forward pass (torch encoders, hf-vlm): `auto` is "
+                                       "bfloat16 (else float16) on a GPU, float32 on a CPU")
     readouts: dict[str, str] = Field(default_factory=dict, description="task id -> readout override")
     generation: dict[str, Any] = Field(default_factory=dict)
     options: dict[str, Any] = Field(default_factory=dict)
@@ -56,6 +61,24 @@ class ModelEntry(_Strict):
         if v not in sources():
             raise ValueError(f"unknown model source {v!r}; known: {', '.join(sorted(sources()))}")
         return v
+
+    @field_validator("batch_size", mode="before")
+    @classmethod
+    def _batch_size(cls, v):
+        if isinstance(v, str) and v.strip().isdigit():  # a command-line override arrives as text
+            v = int(v)
+        if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 65536):
+            return v
+        raise ValueError(f"batch_size must be an integer from 1 to 65536 or 'auto', got {v!r}")
+
+    @model_validator(mode="after")
+    def _one_precision(self):
+        # half-precision weights already set the precision; autocasting them to another would be
+        # a third thing neither setting says
+        if self.dtype in ("float16", "bfloat16") and self.precision not in ("float32", "auto"):
+            raise ValueError(f"dtype {self.dtype} (weights) and precision {self.precision} (autocast) "
+                             f"both set; set one of them")
+        return self
 
     @field_validator("revision")
     @classmethod

@@ -79,6 +79,7 @@ class BatteryResult:
 def model_specs(recipe: Recipe) -> list[ModelSpec]:
     return [ModelSpec(id=m.id, source=m.source, name=m.name, weights=m.weights, revision=m.revision,
                       family=m.family, batch_size=m.batch_size, dtype=m.dtype,
+                      precision=m.precision,
                       options={**m.options, **({"generation": m.generation} if m.generation else {})},
                       trust_remote_code=m.trust_remote_code)
             for m in recipe.models]
@@ -248,8 +249,10 @@ def battery_key(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], fi
     fingerprint, each task's readout, options and stimulus-set hash, seeds, bootstrap, harness
     version. Equal keys and equal record files mean a rerun would reproduce the logged run."""
     entry = next(m for m in recipe.models if m.id == p.model.id)
+    # a field added later leaves the key of an entry that keeps its default as it was (its run stays up to date)
+    model = entry.model_dump(mode="json", exclude={"precision"} if entry.precision == "float32" else None)
     payload = {
-        "harness": __version__, "recipe": recipe.name, "seed": recipe.seed, "model": entry.model_dump(mode="json"),
+        "harness": __version__, "recipe": recipe.name, "seed": recipe.seed, "model": model,
         "fingerprint": fingerprint, "bootstrap": recipe.bootstrap.model_dump(mode="json"),
         "tags": recipe.tracking.tags,
         "tasks": [[t.task_id, r, readout_options(recipe, p.model, t), recipe.task_options.get(t.task_id, {}),
@@ -348,6 +351,8 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
             "model": spec.id, "model_ref": spec.ref, "weights": spec.weights,
             "weights_revision": spec.revision, "model_version": adapter.model_version,
             "model_family": spec.family, "dtype": spec.dtype, "batch_size": spec.batch_size,
+            # what the forward pass ran in (autocast); models without the setting run as they are
+            "precision": getattr(p.adapter, "precision", "float32"),
             "readouts": ",".join(f"{t.task_id}={r}" for t, r in p.tasks),
             "seed": recipe.seed, "bootstrap_seed": recipe.bootstrap.seed,
             "n_boot": recipe.bootstrap.n_boot, "n_boot_kappa": recipe.bootstrap.n_boot_kappa,

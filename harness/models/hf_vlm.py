@@ -11,7 +11,9 @@ order in half precision (set ``batch_size: 1`` for a model whose processor canno
 per item is the batch's wall time divided by its size.
 
 Spec fields: ``revision`` (hub commit, recorded as ``model_version = name@revision``),
-``dtype`` (float32 | bfloat16 | float16 | auto), ``batch_size``. Options:
+``dtype`` (float32 | bfloat16 | float16 | auto: the weights' type), ``precision`` (autocast of
+float32 weights, :mod:`.device`: recorded in the fingerprint when not float32), ``batch_size``
+(an integer, or ``auto``: halved on GPU out-of-memory, ``options.max_batch_size`` to start). Options:
 ``device_map`` (e.g. "auto", for models larger than one GPU; accelerate places the layers and
 ``to(device)`` is then a no-op), ``processor_kwargs`` (e.g. Qwen2-VL ``min_pixels``/``max_pixels``:
 they change what the model sees, so they are part of the fingerprint), ``attn_implementation``,
@@ -30,9 +32,10 @@ from typing import Any
 from PIL import Image
 
 from .base import Generation, ModelAdapter, ModelError, ModelSpec
+from .device import BatchSizer, autocast, compute_precision, is_cuda, planned_device, to_device
 
 ADAPTER_VERSION = "1"  # bump when the prompt assembly or decoding changes
-OPTIONS = {"device_map", "processor_kwargs", "attn_implementation", "generation"}
+OPTIONS = {"device_map", "processor_kwargs", "attn_implementation", "generation", "max_batch_size"}
 DTYPES = {"float32", "bfloat16", "float16", "auto"}
 DEFAULT_MAX_NEW_TOKENS = 40
 
@@ -66,6 +69,8 @@ class HFVLM(ModelAdapter):
         super().__init__(spec)
         self._model: Any = None
         self._processor = None
+        self._placed: str | None = None  # the device given to to(); before that, the planned one
+        self._sizer = BatchSizer(spec)
 
     def __repr__(self) -> str:
         return f"HFVLM({self.spec.id!r}, {self.spec.name!r}@{self.spec.revision})"
@@ -117,13 +122,22 @@ class HFVLM(ModelAdapter):
 
         s = self.spec
         fp = {"source": s.source, "name": s.name, "revision": s.revision, "dtype": s.dtype,
-              # placement (device_map) and the readout's settings (generation) are not the model
-              "options": {k: v for k, v in s.options.items() if k not in ("device_map", "generation")},
+              # placement (device_map), speed (max_batch_size) and the readout's settings
+              # (generation) are not the model
+              "options": {k: v for k, v in s.options.items()
+                          if k not in ("device_map", "generation", "max_batch_size")},
               "adapter": f"hf-vlm/{ADAPTER_VERSION}",
               "transformers": importlib.metadata.version("transformers")}
         if self._local is not None:
             fp["local_sha256"] = _local_digest(self._local)
+        if self.precision != "float32":  # only then: a float32 run's fingerprint is the one it always had
+            fp["precision"] = self.precision
         return fp
+
+    @property
+    def precision(self) -> str:
+        """What generation runs in (autocast); the device is looked up only for ``auto``."""
+        return compute_precision(self.spec, lambda: self._placed or planned_device())
 
     @property
     def model_version(self) -> str:
@@ -145,7 +159,7 @@ class HFVLM(ModelAdapter):
         return f"{self.spec.id}: fetched {self.spec.name}@{self.spec.revision} -> {path}"
 
     def to(self, device: str) -> HFVLM:
-        self.device = device
+        self.device = self._placed = device
         if self._model is not None and "device_map" not in self.spec.options:
             self._model = self._model.to(device)
         return self
@@ -181,12 +195,9 @@ class HFVLM(ModelAdapter):
                       settings: dict[str, Any]) -> list[Generation]:
         if len(images) != len(prompts):
             raise ValueError(f"{len(images)} images but {len(prompts)} prompts")
-        out: list[Generation] = []
-        bs = max(1, self.spec.batch_size)
-        for start in range(0, len(images), bs):
-            out.extend(self._generate_batch(images[start:start + bs], prompts[start:start + bs],
-                                            settings))
-        return out
+        batches = self._sizer.run(len(images), lambda a, b: self._generate_batch(images[a:b], prompts[a:b],
+                                                                                 settings), self.device)
+        return [g for batch in batches for g in batch]
 
     def _generation_kwargs(self, settings: dict[str, Any]) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"max_new_tokens": int(settings.get("max_new_tokens",
@@ -211,13 +222,18 @@ class HFVLM(ModelAdapter):
         inputs = processor.apply_chat_template(
             conversations, add_generation_prompt=True, tokenize=True, return_dict=True,
             return_tensors="pt", processor_kwargs={"padding": True, "padding_side": "left"})
-        inputs = inputs.to(model.device)
+        if is_cuda(str(model.device)):  # pinned, asynchronous copies of each input tensor
+            for key, value in list(inputs.items()):
+                if hasattr(value, "pin_memory"):
+                    inputs[key] = to_device(value, str(model.device))
+        else:
+            inputs = inputs.to(model.device)
         if "pixel_values" in inputs and inputs["pixel_values"].is_floating_point():
             inputs["pixel_values"] = inputs["pixel_values"].to(model.dtype)
         if float(settings.get("temperature") or 0.0) > 0 and settings.get("seed") is not None:
             torch.manual_seed(int(settings["seed"]))
         t0 = time.perf_counter()
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast(str(model.device), self.precision):
             sequences = model.generate(**inputs, **self._generation_kwargs(settings))
         latency = (time.perf_counter() - t0) / len(images)
         prompt_len = inputs["input_ids"].shape[1]

@@ -31,8 +31,11 @@ stops after the epoch that exceeds a time budget.
 Data arrive as uint8 arrays (n, H, W) or (n, H, W, C) through a :class:`TrainingData` (GRAPE's
 mask variant: 4 channels, the fourth the target-bar mask). Devices go through accelerate: one
 process on a CPU or one GPU, data-parallel (DDP) when launched on several; only the main process
-writes checkpoints. Checkpoints are ``torch.save`` dicts of tensors and plain values, read back
-with ``torch.load(weights_only=True)``. ``history`` holds per-epoch train/val loss per fold.
+writes checkpoints. On a CUDA GPU batches cross from pinned memory as uint8 (cast on the GPU) and
+convolutional nets run channels-last; training and prediction stay float32 (``precision`` other
+than float32/auto is refused: the bit-reproducible training below is this model's contract).
+Checkpoints are ``torch.save`` dicts of tensors and plain values, read back with
+``torch.load(weights_only=True)``. ``history`` holds per-epoch train/val loss per fold.
 Reproducibility: for a given ``seed`` a CPU training gives bit-identical weights whatever the
 machine's load or the caller's ``torch.set_num_threads``: fitting, prediction and Grad-CAM run
 with ``threads`` intra-op threads (a fixed reduction order) and torch's deterministic
@@ -63,6 +66,7 @@ import numpy as np
 from PIL import Image
 
 from .base import ModelAdapter, ModelError, ModelSpec
+from .device import HALF_DTYPES, is_cuda, place, to_device
 
 LOCAL_ARCHS = ("lenet", "mlp", "colnet")
 DEFAULTS: dict[str, Any] = {
@@ -93,7 +97,7 @@ DEFAULTS: dict[str, Any] = {
     "threads": 2,  # intra-op threads while fitting and predicting: fixes the reduction order
 }
 # change speed or place, never results: rendering processes for training batches, torch device
-RUNTIME_OPTIONS = {"num_workers": 0, "device": None}
+RUNTIME_OPTIONS = {"num_workers": 0, "device": None, "max_batch_size": None}
 CHECKPOINT_FORMAT = 2  # 2: colnet's layers split into ``pixels`` and ``columns``
 CAM_SIDE = 30
 log = logging.getLogger(__name__)
@@ -217,6 +221,9 @@ class CNNRegressor(ModelAdapter):
         if self.options["optimizer"] not in ("adamw", "sgd"):
             raise ModelError(f"model {spec.id!r}: optimizer must be 'adamw' or 'sgd', "
                              f"got {self.options['optimizer']!r}")
+        if getattr(spec, "precision", "float32") in HALF_DTYPES:
+            raise ModelError(f"model {spec.id!r}: cnn regressors train and predict in float32 (bit-reproducible "
+                             f"training); precision {spec.precision} is not available for them")
         if self.options["input_size"] is None and spec.name not in LOCAL_ARCHS:
             self.options["input_size"] = 224
         self.device: str | None = self.runtime["device"]
@@ -257,7 +264,7 @@ class CNNRegressor(ModelAdapter):
 
     def to(self, device: str) -> CNNRegressor:
         self.device = device
-        self.nets = [net.to(device) for net in self.nets]
+        self.nets = [place(net, device) for net in self.nets]
         return self
 
     # -- tensors
@@ -267,10 +274,12 @@ class CNNRegressor(ModelAdapter):
 
         x = torch.from_numpy(np.ascontiguousarray(arr))
         x = x[:, None] if x.ndim == 3 else x.permute(0, 3, 1, 2)
-        x = x.to(device=device, dtype=torch.float32) / 255.0 - 0.5
+        x = to_device(x, str(device), torch.float32) / 255.0 - 0.5  # CUDA: uint8 from pinned memory
         size = self.options["input_size"]
         if size is not None and tuple(x.shape[-2:]) != (size, size):
             x = F.interpolate(x, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+        if is_cuda(str(device)) and self.spec.name != "mlp":  # as place() put the conv net
+            x = x.contiguous(memory_format=torch.channels_last)
         return x
 
     def _shape_of(self, arr: np.ndarray) -> tuple[int, int, int]:
@@ -321,7 +330,7 @@ class CNNRegressor(ModelAdapter):
         import torch
 
         o = self.options
-        net = self._new_net()
+        net = place(self._new_net(), str(acc.device))  # channels-last for a conv net on CUDA
         if o["optimizer"] == "adamw":
             opt = torch.optim.AdamW(net.parameters(), lr=float(o["lr"]),
                                     weight_decay=float(o["weight_decay"]))
@@ -411,7 +420,7 @@ class CNNRegressor(ModelAdapter):
         out = np.zeros(len(arr), np.float64)
         with _reproducible(int(self.options["threads"])), torch.inference_mode():
             for net in self.nets:
-                net.to(device).eval()
+                place(net, device).eval()
                 for start in range(0, len(arr), 256):
                     x = self._tensor(arr[start:start + 256], device)
                     out[start:start + len(x)] += net(x).squeeze(1).double().cpu().numpy()
@@ -431,7 +440,7 @@ class CNNRegressor(ModelAdapter):
         maps: list[np.ndarray] = []
         with _reproducible(int(self.options["threads"])):
             for net in self.nets:
-                net.to(device).eval()
+                place(net, device).eval()
                 # local nets name Grad-CAM's layer; timm models split at their last feature map
                 layer, rest = ((net.cam_layer, net.from_cam_layer) if self.spec.name in LOCAL_ARCHS
                                else (net.forward_features, net.forward_head))

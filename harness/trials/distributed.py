@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
-import logging
 import os
 import signal
 import socket
@@ -19,6 +17,8 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from ..models.device import auto_device as _auto_device  # one answer for placement and fingerprints
 
 
 class Interrupted(KeyboardInterrupt):
@@ -162,14 +162,3 @@ def launch(n: int, argv: list[str], device: str = "cpu") -> int:
             p.wait()
         raise
     return next((c for c in codes if c), 0)
-
-
-@functools.cache
-def _auto_device() -> str:
-    """`device: auto`: the GPU when torch sees one, else the CPU, said once (not silently slow)."""
-    import torch
-
-    if torch.cuda.is_available():
-        return "cuda"
-    logging.getLogger("harness").info("device auto: no CUDA GPU visible to torch; running on the CPU")
-    return "cpu"

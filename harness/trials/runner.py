@@ -18,6 +18,7 @@ import numpy as np
 from PIL import Image
 
 from ..models.base import Generation, ModelAdapter, ModelSpec, fingerprint_hash
+from ..models.device import chunk_size
 from ..readouts.base import Response
 from ..readouts.registry import get_readout
 from ..stimuli.base import StimulusSet, prefetched
@@ -160,7 +161,7 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
 
             bar = tqdm(total=len(pending), desc=f"{model_spec.id} {task.task_id}", unit="trial",
                        leave=False)
-        batch_size = max(1, model_spec.batch_size)
+        batch_size = chunk_size(model_spec)  # batch_size auto: the most the adapter may try
         model_version = adapter.model_version
         chunks = [mine[start:start + batch_size] for start in range(0, len(mine), batch_size)]
         # each chunk's distinct stimuli, prepared a chunk ahead while the model answers the one before

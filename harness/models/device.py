@@ -1,0 +1,178 @@
+"""What the torch adapters share to run fast on a GPU and unchanged on a CPU.
+
+- ``auto_device``: the device ``runtime.device: auto`` means (a CUDA GPU when torch sees one).
+- ``compute_precision``: the precision a model's forward pass runs in. The model entry's
+  ``precision`` is ``float32`` (default: no autocast), ``bfloat16``/``float16`` (autocast to that
+  on any device; on a CPU torch autocasts matrix products and convolutions to bfloat16) or
+  ``auto`` (bfloat16 on a CUDA GPU that has it, else float16 on CUDA; float32 on a CPU, where
+  half precision is rarely faster). Autocast applies only to float32 weights: with ``dtype``
+  float16/bfloat16 the weights themselves set the precision. An adapter whose precision is not
+  float32 records it in its fingerprint, so cached float32 trials are never reused for it.
+- ``to_device``: host-to-device copies from pinned memory on CUDA (asynchronous), channels-last
+  for convolutional networks on CUDA (tensor cores read NHWC); plain ``.to`` on a CPU.
+- ``BatchSizer``: ``batch_size: auto`` starts at ``options.max_batch_size`` (default 256) on CUDA,
+  halves on CUDA out-of-memory and keeps the size that worked; on a CPU ``auto`` is 32 (memory is
+  rarely the limit there and larger batches are not faster). Results do not depend on the batch
+  size, so it is not in any fingerprint.
+
+Nothing here imports torch at module level: a rerun with nothing to do never loads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gc
+import logging
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from .base import ModelError, ModelSpec
+
+log = logging.getLogger("harness")
+
+PRECISIONS = ("float32", "auto", "bfloat16", "float16")
+AUTO_MAX_BATCH = 256  # batch_size auto on CUDA starts here unless options.max_batch_size says otherwise
+AUTO_CPU_BATCH = 32
+HALF_DTYPES = ("float16", "bfloat16")
+
+T = TypeVar("T")
+
+
+@functools.cache
+def auto_device() -> str:
+    """`device: auto`: the GPU when torch sees one, else the CPU, said once (not silently slow)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    log.info("device auto: no CUDA GPU visible to torch; running on the CPU")
+    return "cpu"
+
+
+def planned_device() -> str:
+    """The device a single process will place its models on ($GESTALT_DEVICE, else auto); the
+    same answer as ``Dist.device``, for a fingerprint computed before the model is placed."""
+    want = os.environ.get("GESTALT_DEVICE", "auto")
+    return auto_device() if want == "auto" else want
+
+
+def is_cuda(device: str | None) -> bool:
+    return str(device or "").startswith("cuda")
+
+
+def compute_precision(spec: ModelSpec, device: Callable[[], str | None]) -> str:
+    """float32, bfloat16 or float16: what the forward pass runs in. ``device`` is asked only when
+    the answer depends on it (``precision: auto``), so the default never imports torch."""
+    precision = getattr(spec, "precision", "float32")
+    if precision == "float32" or spec.dtype in HALF_DTYPES:
+        return "float32"
+    if precision != "auto":
+        return precision
+    if not is_cuda(device()):
+        return "float32"
+    import torch
+
+    return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+
+
+def autocast(device: str | None, precision: str) -> contextlib.AbstractContextManager[Any]:
+    """``torch.autocast`` to ``precision`` on the device's type; nothing for float32."""
+    if precision == "float32":
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.autocast(device_type=str(device or "cpu").split(":")[0], dtype=getattr(torch, precision))
+
+
+def is_conv_net(model: Any) -> bool:
+    """More than one 2-D convolution: a CNN (a ViT has one, its patch embedding), where
+    channels-last pays on CUDA."""
+    import torch
+
+    return sum(isinstance(m, torch.nn.Conv2d) for m in model.modules()) > 1
+
+
+def place(model: Any, device: str | None, dtype: Any = None) -> Any:
+    """The model on ``device`` (in ``dtype`` when given); channels-last for a CNN on CUDA."""
+    import torch
+
+    model = model.to(device) if dtype is None else model.to(device, dtype=dtype)
+    if is_cuda(device) and is_conv_net(model):
+        model = model.to(memory_format=torch.channels_last)
+    return model
+
+
+def to_device(x: Any, device: str | None, dtype: Any = None, channels_last: bool = False) -> Any:
+    """A host tensor on ``device``. On CUDA the copy goes through pinned (page-locked) memory and
+    does not block the host; the cast to ``dtype`` happens after the copy, on the GPU, so a uint8
+    batch crosses the bus at a quarter of float32's size. A CPU gets the plain ``.to`` it always had."""
+    import torch
+
+    if not is_cuda(device):
+        return x.to(device or "cpu", dtype=dtype) if dtype is not None else x.to(device or "cpu")
+    x = x.pin_memory().to(device, non_blocking=True)
+    if dtype is not None:
+        x = x.to(dtype)
+    if channels_last and x.dim() == 4:
+        x = x.contiguous(memory_format=torch.channels_last)
+    return x
+
+
+def chunk_size(spec: ModelSpec) -> int:
+    """How many trials the runner hands the model at once: the batch size, or for ``auto`` the
+    most the adapter may try (it splits further on out-of-memory)."""
+    if spec.batch_size == "auto":
+        return max_batch_size(spec)
+    return max(1, int(spec.batch_size))
+
+
+def max_batch_size(spec: ModelSpec) -> int:
+    return max(1, int(spec.options.get("max_batch_size", AUTO_MAX_BATCH)))
+
+
+class BatchSizer:
+    """Runs a model over n items in sub-batches of the model's batch size. With ``batch_size:
+    auto`` a CUDA out-of-memory error frees the cache, halves the size and retries the same
+    sub-batch; the size that worked is kept for later calls (lm-evaluation-harness does the same).
+    A fixed batch size that runs out of memory, or auto down to 1, is a ModelError naming the model."""
+
+    def __init__(self, spec: ModelSpec):
+        self.spec = spec
+        self.auto = spec.batch_size == "auto"
+        self.size: int | None = None if self.auto else max(1, int(spec.batch_size))
+
+    def start_size(self, device: str | None) -> int:
+        if self.size is None:
+            self.size = max_batch_size(self.spec) if is_cuda(device) else min(AUTO_CPU_BATCH, max_batch_size(self.spec))
+        return self.size
+
+    def run(self, n: int, call: Callable[[int, int], T], device: str | None) -> list[T]:
+        """[call(start, stop) for each sub-batch], in order."""
+        import torch
+
+        out: list[T] = []
+        start = 0
+        while start < n:
+            size = min(self.start_size(device), n - start)
+            try:
+                out.append(call(start, start + size))
+                start += size
+                continue
+            except torch.cuda.OutOfMemoryError as e:
+                if not self.auto:
+                    raise ModelError(f"model {self.spec.id!r}: out of memory at batch_size {size} on "
+                                     f"{device}; set a smaller batch_size or batch_size: auto") from e
+                if size == 1:
+                    raise ModelError(f"model {self.spec.id!r}: out of memory on {device} even at batch "
+                                     f"size 1 (batch_size auto)") from e
+            # out of the except block, the failed call's frames and the GPU tensors they held are
+            # released; only then can the cache give their memory back for a smaller try
+            if is_cuda(device):
+                gc.collect()
+                torch.cuda.empty_cache()
+            self.size = size // 2
+            log.warning("%s: out of memory at batch size %d on %s; retrying at %d",
+                        self.spec.id, size, device, self.size)
+        return out
