@@ -125,11 +125,17 @@ def whole_images(stimset, size: int) -> list[list]:
             for b in _batches([lambda s=s: s.image for s in split], size)]
 
 
+def load_image(source):
+    from harness.stimuli.base import _load  # what Stimulus.image and .parts call per image
+
+    return _load(source)
+
+
 def part_images(stimset, size: int) -> list[list]:
     """The three parts of each test triplet; ``size`` triplets make one batch of the runner."""
     out = []
     for chunk in _batches(stimset.test, size):
-        getters = [lambda s=s, k=k: s.parts[k] for s in chunk for k in range(len(s.part_sources))]
+        getters = [lambda src=src: load_image(src) for s in chunk for src in s.part_sources]
         out += _batches(getters, size)
     return out
 

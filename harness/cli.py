@@ -111,10 +111,11 @@ class CLI:
         if dry_run:
             import yaml
 
-            from .run import describe_plan, preflight, shard_of
+            from .run import describe_plan, preflight, recipe_device, shard_of
 
-            planned, stimsets, _ = preflight(recipe)
-            print(describe_plan(recipe, shard_of(planned, shard_), stimsets))
+            with recipe_device(recipe):
+                planned, stimsets, _ = preflight(recipe)
+                print(describe_plan(recipe, shard_of(planned, shard_), stimsets))
             print("--- resolved recipe ---")
             print(yaml.safe_dump(recipe.resolved(), sort_keys=False).rstrip())
             return None

@@ -11,11 +11,12 @@ records), scores through the task's scoring family, figures, artifacts.
 from __future__ import annotations
 
 import contextlib
+import os
 import hashlib
 import json
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -226,8 +227,29 @@ def shard_of(planned: list[Planned], shard: tuple[int, int] | None) -> list[Plan
     return [p for k, p in enumerate(planned) if k % n == i]
 
 
+@contextlib.contextmanager
+def recipe_device(recipe: Recipe) -> Iterator[None]:
+    """The recipe's ``runtime.device`` for this process while the recipe runs: models are placed
+    there and fingerprints (``precision: auto``) resolve against it. ``$GESTALT_DEVICE``, which
+    ``accelerate`` launches and the user set, stays in charge where it is set."""
+    if recipe.runtime.device == "auto" or "GESTALT_DEVICE" in os.environ:
+        yield
+        return
+    os.environ["GESTALT_DEVICE"] = recipe.runtime.device
+    try:
+        yield
+    finally:
+        os.environ.pop("GESTALT_DEVICE", None)
+
+
 def run_recipe(recipe: Recipe, *, echo: Callable[[str], None] = print,
                new_run: bool = False, shard: tuple[int, int] | None = None) -> list[BatteryResult]:
+    with recipe_device(recipe):
+        return _run_recipe(recipe, echo, new_run, shard)
+
+
+def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
+                shard: tuple[int, int] | None) -> list[BatteryResult]:
     planned, stimsets, _ = preflight(recipe)
     if shard is not None:
         planned = shard_of(planned, shard)

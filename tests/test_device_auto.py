@@ -28,3 +28,35 @@ def test_auto_picks_the_gpu_when_torch_sees_one(monkeypatch):
     distributed._auto_device.cache_clear()
     assert distributed.Dist().device == "cuda"
     distributed._auto_device.cache_clear()
+
+
+def test_the_recipes_device_places_the_models_where_torch_sees_a_gpu(monkeypatch, tmp_path):
+    """`runtime.device: cpu` is obeyed in a single process (it was only passed to launched ones),
+    $GESTALT_DEVICE still wins, and the process's environment is left as it was."""
+    import os
+
+    from harness import run
+    from harness.recipes import Recipe
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.delenv("GESTALT_DEVICE", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    distributed._auto_device.cache_clear()
+    seen = []
+    monkeypatch.setattr(run, "_run_recipe", lambda *a: seen.append(distributed.Dist().device) or [])
+
+    def recipe(device):
+        return Recipe.model_validate({"name": "d", "tasks": ["closure.nat.silhouette"],
+                                      "models": [{"id": "m", "source": "timm", "name": "resnet18"}],
+                                      "runtime": {"device": device}, "output_dir": str(tmp_path)})
+
+    run.run_recipe(recipe("cpu"))
+    run.run_recipe(recipe("auto"))
+    monkeypatch.setenv("GESTALT_DEVICE", "cuda")
+    run.run_recipe(recipe("cpu"))
+    assert seen == ["cpu", "cuda", "cuda"]
+    assert os.environ["GESTALT_DEVICE"] == "cuda"
+    monkeypatch.delenv("GESTALT_DEVICE")
+    run.run_recipe(recipe("cpu"))
+    assert "GESTALT_DEVICE" not in os.environ
+    distributed._auto_device.cache_clear()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from ..models.base import Adapter, Embedder
+from ..models.device import chunk_size
 from ..stimuli.base import Stimulus, StimulusSet, prefetched
 
 
@@ -69,7 +70,7 @@ class Readout:
         process embeds its share a model batch at a time, the next batch prepared meanwhile."""
         import numpy as np
 
-        size = max(1, model.spec.batch_size)
+        size = chunk_size(model.spec)
 
         def run(items):
             batches = [items[i:i + size] for i in range(0, len(items), size)]
