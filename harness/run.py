@@ -15,7 +15,7 @@ import os
 import hashlib
 import json
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,9 +72,10 @@ class BatteryResult:
     new_trials: int = 0
     up_to_date: bool = False  # nothing changed since run_id finished: no run made, nothing computed
     failed: str | None = None  # why the battery's run ended FAILED (every trial null)
-    # wall seconds per phase: trials (model calls and stimulus preparation), scores, figures,
-    # tracking (MLflow logging); what benchmarks/overhead.py reports as the harness's share
-    seconds: Counter[str] = field(default_factory=Counter)
+    # wall seconds per task and phase: trials (model calls and stimulus preparation), scores,
+    # figures (drawn; saved in the background), tracking (MLflow logging; the battery's own under
+    # "battery"); what benchmarks/overhead.py reports as the harness's share
+    seconds: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
 
 
 def model_specs(recipe: Recipe) -> list[ModelSpec]:
@@ -392,7 +393,7 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
         tr = run_task(task, stimset, spec, adapter, store, readout_name=readout,
                       readout_options=readout_options(recipe, spec, task), seed=recipe.seed,
                       run_id=run_id, dist=dist, progress=recipe.runtime.progress)
-        clock = _lap(result.seconds, "trials", clock)
+        clock = _lap(result.seconds[task.task_id], "trials", clock)
         result.model_calls += tr.model_calls
         result.new_trials += tr.new_trials
         if tr.unavailable:
@@ -405,29 +406,28 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
             continue
         scored = tr.records if task.all_reps else per_stimulus(tr.records)
         scores = get_family(task.scoring).score(scored, stimset, recipe.bootstrap.settings)
-        clock = _lap(result.seconds, "scores", clock)
+        clock = _lap(result.seconds[task.task_id], "scores", clock)
         result.scores[task.task_id] = scores
         intervals[task.task_id] = {"version": stimset.version, "readout": readout,
                                    "stimulus_set_sha256": stimset.sha256,
                                    "scores": [s.to_dict() for s in scores]}
         if track:
-            from .reports.figures import battery_figures, close  # matplotlib: only when figures are drawn
+            from .reports.figures import battery_figures  # matplotlib: only when figures are drawn
 
             history = p.adapter.history
             if history or tr.artifacts:
                 run.log_training(task.task_id, list(history), tr.artifacts)
             figs = battery_figures(task.task_id, tr.records, scores, stimset, spec.id)
-            clock = _lap(result.seconds, "figures", clock)
+            clock = _lap(result.seconds[task.task_id], "figures", clock)
             run.log_task(task.task_id, scores, tr.records,
                          {f"{task.task_id}/model_calls": float(tr.model_calls)}, figs, store.path)
-            close(figs)
-            _lap(result.seconds, "tracking", clock)
+            _lap(result.seconds[task.task_id], "tracking", clock)
     result.failed = _all_null(answered)
     if track:
         clock = time.perf_counter()
         run.log_battery(intervals=intervals, recipe=recipe.resolved(), recipe_sha256=recipe.sha256,
                         stimulus_sets={t: s.sha256 for t, s in stimsets.items() if not s.unavailable})
-        _lap(result.seconds, "tracking", clock)
+        _lap(result.seconds["battery"], "tracking", clock)
     return result
 
 

@@ -175,3 +175,45 @@ def test_once_per_input_keys_on_array_content(a, b, same):
     assert len(seen) == (1 if same else 2)
     f(a, 3)
     assert len(seen) == (2 if same else 3)
+
+
+def test_a_runs_figures_are_rendered_in_the_background_then_logged_and_closed(tmp_path):
+    from mlflow import MlflowClient
+
+    from harness.reports.figures import plt
+    from harness.tracking.mlflow_run import BatteryRun
+    from tests.test_cli import write_modal_human_records
+    from tests.test_reports import battery_scores
+
+    rendered_in = []
+
+    def figure():
+        fig, ax = plt.subplots(figsize=(2, 2))
+        ax.plot([0, 1], [0, 1])
+        real = fig.savefig
+        fig.savefig = lambda *a, **k: (rendered_in.append(threading.current_thread().name), real(*a, **k))
+        return fig
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    path = write_modal_human_records(tmp_path / "closure.nat.silhouette.jsonl")
+    records = RecordStore(path).read()
+    scores = battery_scores(0.5)["closure.nat.silhouette"]
+    figs = {"closure.nat.silhouette.confusion.png": figure()}
+    with BatteryRun(uri=uri, experiment="figs", run_name="m", tags={}) as run:
+        run.log_task("closure.nat.silhouette", scores, records, {}, figs, path)
+        run.log_battery(intervals={}, recipe={}, recipe_sha256="f" * 64, stimulus_sets={})
+    assert rendered_in == ["gestalt-figures_0"]
+    logged = [a.path for a in MlflowClient(uri).list_artifacts(run.run_id, "figures")]
+    assert logged == ["figures/closure.nat.silhouette.confusion.png"]
+    local = MlflowClient(uri).download_artifacts(run.run_id, logged[0], str(tmp_path / "dl"))
+    assert Image.open(local).size == (300, 300)  # 2 x 2 inches at the report's 150 dpi
+    assert not plt.fignum_exists(figs["closure.nat.silhouette.confusion.png"].number)
+
+    # a run that fails before its end still waits for and closes its figures, logging none
+    failing = {"closure.nat.silhouette.confusion.png": figure()}
+    with pytest.raises(RuntimeError), \
+            BatteryRun(uri=uri, experiment="figs", run_name="m2", tags={}) as run:
+        run.log_task("closure.nat.silhouette", scores, records, {}, failing, path)
+        raise RuntimeError("crash")
+    assert MlflowClient(uri).list_artifacts(run.run_id, "figures") == []
+    assert not plt.fignum_exists(failing["closure.nat.silhouette.confusion.png"].number)

@@ -80,22 +80,27 @@ def _save(model, processor, out: Path, answer: str | None = None) -> Path:
     return out
 
 
-def build_llava(out: Path, answer: str | None = None) -> Path:
+def build_llava(out: Path, answer: str | None = None, vision: dict | None = None,
+                text: dict | None = None) -> Path:
+    """``vision``/``text`` override the tiny configs (benchmarks/overhead.py builds a wider one)."""
     from transformers import (CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig,
                               LlavaForConditionalGeneration, LlavaProcessor)
 
     torch.manual_seed(0)
     tok = make_tokenizer(["<image>"])
+    vision = {**TINY_VISION, **(vision or {})}
+    side = vision["image_size"]
     config = LlavaConfig(
-        vision_config=CLIPVisionConfig(**TINY_VISION),
-        text_config=LlamaConfig(**TINY_TEXT, num_key_value_heads=2, **_token_ids(tok)),
+        vision_config=CLIPVisionConfig(**vision),
+        text_config=LlamaConfig(**{**TINY_TEXT, **(text or {})}, num_key_value_heads=2, **_token_ids(tok)),
         image_token_id=tok.convert_tokens_to_ids("<image>"),
         vision_feature_select_strategy="default", vision_feature_layer=-1,
     )
     processor = LlavaProcessor(
-        image_processor=CLIPImageProcessor(size={"shortest_edge": 32},
-                                           crop_size={"height": 32, "width": 32}),
-        tokenizer=tok, patch_size=8, vision_feature_select_strategy="default", image_token="<image>",
+        image_processor=CLIPImageProcessor(size={"shortest_edge": side},
+                                           crop_size={"height": side, "width": side}),
+        tokenizer=tok, patch_size=vision["patch_size"], vision_feature_select_strategy="default",
+        image_token="<image>",
         num_additional_image_tokens=1, chat_template=LLAVA_TEMPLATE,
     )
     return _save(LlavaForConditionalGeneration(config).eval(), processor, out, answer)

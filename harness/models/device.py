@@ -65,7 +65,7 @@ def is_cuda(device: str | None) -> bool:
 def compute_precision(spec: ModelSpec, device: Callable[[], str | None]) -> str:
     """float32, bfloat16 or float16: what the forward pass runs in. ``device`` is asked only when
     the answer depends on it (``precision: auto``), so the default never imports torch."""
-    precision = getattr(spec, "precision", "float32")
+    precision = spec.precision
     if precision == "float32" or spec.dtype in HALF_DTYPES:
         return "float32"
     if precision != "auto":

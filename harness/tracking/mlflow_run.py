@@ -25,6 +25,7 @@ import socket
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -302,6 +303,11 @@ def logged_intervals(run_id: str) -> dict[str, Any]:
     return mlflow.artifacts.load_dict(f"{uri}/intervals.json")
 
 
+def _savefig(fig: Any, path: Path) -> Path:
+    fig.savefig(path)  # as mlflow.log_figure saves it (the rcParams' dpi)
+    return path
+
+
 class BatteryRun:
     """Context manager around ``mlflow.start_run``: an exception ends the run FAILED, never FINISHED.
 
@@ -319,6 +325,10 @@ class BatteryRun:
         self.resume = resume
         self.outcome: str | None = None
         self.run: Any = None  # mlflow.ActiveRun once entered
+        # figures being saved to PNG in the background: (name, figure, future path)
+        self._figures: list[tuple[str, Any, Future[Path]]] = []
+        self._saver: ThreadPoolExecutor | None = None
+        self._figure_dir: tempfile.TemporaryDirectory[str] | None = None
 
     def __enter__(self) -> BatteryRun:
         if self.resume:
@@ -329,6 +339,7 @@ class BatteryRun:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        self._log_figures(log=exc_type is None)
         if exc_type is not None:
             self.outcome = "interrupted" if issubclass(exc_type, KeyboardInterrupt) else f"error: {exc_type.__name__}"
         if self.outcome:
@@ -375,7 +386,37 @@ class BatteryRun:
             self.mlflow.log_table(records_table(records, order),
                                   artifact_file=f"tables/{records_path.stem.replace(':', '--')}.json")
         for name, fig in figures.items():
-            self.mlflow.log_figure(fig, f"figures/{name}")
+            self._save_figure(name, fig)
+
+    def _save_figure(self, name: str, fig: Any) -> None:
+        """Render ``fig`` to PNG in a background thread: rendering is most of what logging a task
+        costs, and it then overlaps what runs next (the next task's trials, the next log calls).
+        The run logs the files as ``figures/<name>`` before it ends (:meth:`_log_figures`) and
+        closes the figures; until then the caller must leave them alone."""
+        if self._saver is None:
+            self._saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gestalt-figures")
+            self._figure_dir = tempfile.TemporaryDirectory(prefix="gestalt-figures-")
+        assert self._figure_dir is not None
+        path = Path(self._figure_dir.name) / name
+        self._figures.append((name, fig, self._saver.submit(_savefig, fig, path)))
+
+    def _log_figures(self, log: bool = True) -> None:
+        """Wait for the figures being saved, log them (``log``) and close them."""
+        if self._saver is None:
+            return
+        import matplotlib.pyplot as plt
+
+        try:
+            for _, fig, saved in self._figures:
+                path = saved.result()
+                if log:
+                    self.mlflow.log_artifact(str(path), artifact_path="figures")
+                plt.close(fig)
+        finally:
+            self._saver.shutdown(wait=True)
+            if self._figure_dir is not None:
+                self._figure_dir.cleanup()
+            self._figures, self._saver, self._figure_dir = [], None, None
 
     def _add_headline_columns(self, names: list[str]) -> None:
         """Keep the experiment's shared runs-table view listing every headline metric logged so far."""
@@ -395,6 +436,7 @@ class BatteryRun:
 
     def log_battery(self, *, intervals: dict[str, Any], recipe: dict, recipe_sha256: str,
                     stimulus_sets: dict[str, str]) -> None:
+        self._log_figures()
         self.mlflow.log_dict(intervals, "intervals.json")
         self.mlflow.log_dict(recipe, "recipe.resolved.yaml")
         self.mlflow.log_text(recipe_sha256 + "\n", "recipe.sha256")
