@@ -374,8 +374,8 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
             "model": spec.id, "model_ref": spec.ref, "weights": spec.weights,
             "weights_revision": spec.revision, "model_version": adapter.model_version,
             "model_family": spec.family, "dtype": spec.dtype, "batch_size": spec.batch_size,
-            # what the forward pass ran in (autocast); models without the setting run as they are
-            "precision": getattr(p.adapter, "precision", "float32"),
+            # the autocast asked for; what `auto` resolves to is in the fingerprint (trials' cache keys)
+            "precision": spec.precision,
             "readouts": ",".join(f"{t.task_id}={r}" for t, r in p.tasks),
             "seed": recipe.seed, "bootstrap_seed": recipe.bootstrap.seed,
             "n_boot": recipe.bootstrap.n_boot, "n_boot_kappa": recipe.bootstrap.n_boot_kappa,

@@ -224,7 +224,7 @@ class HFVLM(ModelAdapter):
             return_tensors="pt", processor_kwargs={"padding": True, "padding_side": "left"})
         if is_cuda(str(model.device)):  # pinned, asynchronous copies of each input tensor
             for key, value in list(inputs.items()):
-                if hasattr(value, "pin_memory"):
+                if isinstance(value, torch.Tensor):
                     inputs[key] = to_device(value, str(model.device))
         else:
             inputs = inputs.to(model.device)

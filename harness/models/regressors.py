@@ -221,7 +221,7 @@ class CNNRegressor(ModelAdapter):
         if self.options["optimizer"] not in ("adamw", "sgd"):
             raise ModelError(f"model {spec.id!r}: optimizer must be 'adamw' or 'sgd', "
                              f"got {self.options['optimizer']!r}")
-        if getattr(spec, "precision", "float32") in HALF_DTYPES:
+        if spec.precision in HALF_DTYPES:
             raise ModelError(f"model {spec.id!r}: cnn regressors train and predict in float32 (bit-reproducible "
                              f"training); precision {spec.precision} is not available for them")
         if self.options["input_size"] is None and spec.name not in LOCAL_ARCHS:
