@@ -670,3 +670,17 @@ def test_chart_stimuli_hash_by_parameters(sources):
     masked = build_grape(sources, 0, chart_type=1, n_train=4, n_val=2, n_test=4, n_ood=2, ood=["bar_width"],
                          mask=True)
     assert masked.test[0].sha256 != a.test[0].sha256  # the mask channel is seen by the model
+
+
+def test_chart_hashes_equal_one_chart_content_hashes(pools):
+    """The per-chart hashes computed together (what names a chart stimulus, and so its trials'
+    cache keys) are exactly the hash of a set holding that one chart, for every field and type."""
+    sets = [_charts(pools, t, n=9, seed=3, split=split) for t in grape.CHART_TYPES for split in ("train", "test")]
+    sets += [haehn.sample_haehn_splits(t, {"train": 9}, np.random.default_rng(3), noise=t == 2)["train"]
+             for t in grape.CHART_TYPES]
+    for charts in sets:
+        expected = [charts.take([i]).content_hash() for i in range(len(charts))]
+        assert charts.chart_hashes == expected
+        assert len(set(expected)) == len(charts)
+    one = render.ChartImage(sets[0], 4, mask=True)
+    assert one.content_hash() != render.ChartImage(sets[0], 4).content_hash()

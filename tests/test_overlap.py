@@ -3,6 +3,8 @@ model is computed once per process; neither changes a single response or score."
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from typing import ClassVar
 
@@ -86,6 +88,41 @@ class Embeds(ModelAdapter):
         return np.array([np.asarray(im, float).reshape(-1, 3).mean(axis=0) + 1 for im in images])
 
 
+def test_preparation_runs_beside_the_model_only_where_it_does_not_compete_with_it(monkeypatch):
+    import torch
+
+    from harness.models.device import prepares_beside
+
+    cores = len(os.sched_getaffinity(0))
+    assert prepares_beside("cuda:0") and prepares_beside("mps")
+    monkeypatch.setattr(torch, "get_num_threads", lambda: cores)
+    assert not prepares_beside("cpu") and not prepares_beside(None)  # torch has every core
+    monkeypatch.setattr(torch, "get_num_threads", lambda: max(1, cores - 1))
+    assert prepares_beside("cpu") == (cores > 1)  # a core left free for the preparing thread
+    monkeypatch.delitem(sys.modules, "torch")
+    assert prepares_beside("cpu")  # no torch model in this process (an API model)
+
+
+@pytest.mark.parametrize("beside", [True, False])
+def test_the_runner_prefetches_as_the_device_allows(tmp_path, sources, monkeypatch, beside):
+    task = get_task("closure.nat.silhouette")
+    stimset = task.build(sources, seed=0)
+    asked = []
+
+    def spy(batches, what):
+        asked.append(what)
+        return iter(batches)
+
+    monkeypatch.setattr("harness.trials.runner.prepares_beside", lambda device: beside)
+    monkeypatch.setattr("harness.trials.runner.prefetched", spy)
+    monkeypatch.setattr("harness.readouts.base.prefetched", spy)
+    spec = ModelSpec(id="mean", source="test", name="mean", batch_size=16)
+    run_task(task, stimset, spec, CountingAdapter(Embeds(batch_size=16), "cpu"), RecordStore(tmp_path / "r.jsonl"),
+             readout_name="prototype", readout_options={}, seed=0, run_id="r", dist=Dist(), progress=False)
+    # the probe's training images, then the test trials
+    assert asked == (["image", "image"] if beside else [None, None])
+
+
 def test_probe_train_split_is_embedded_a_model_batch_at_a_time_and_unchanged():
     train = [Stimulus(f"t{i}", "train", str(i % 3), _grey(20 * i)) for i in range(7)]
     stimset = StimulusSet("t", "1", "label", train, "none")
@@ -109,6 +146,7 @@ def test_a_run_with_prefetch_records_what_a_run_without_it_records(tmp_path, sou
                         readout_name="prototype", readout_options={}, seed=0, run_id="r",
                         dist=Dist(), progress=False).records
 
+    monkeypatch.setattr("harness.trials.runner.prepares_beside", lambda device: True)
     with_prefetch = run(tmp_path / "a")
     monkeypatch.setattr("harness.trials.runner.prefetched", lambda batches, what: iter(batches))
     monkeypatch.setattr("harness.readouts.base.prefetched", lambda batches, what: iter(batches))

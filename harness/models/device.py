@@ -14,6 +14,8 @@
   halves on CUDA out-of-memory and keeps the size that worked; on a CPU ``auto`` is 32 (memory is
   rarely the limit there and larger batches are not faster). Results do not depend on the batch
   size, so it is not in any fingerprint.
+- ``prepares_beside``: whether the next batch's images are prepared in a background thread
+  while the model works (on a GPU, or on a CPU with a core torch leaves free), or in line.
 
 Nothing here imports torch at module level: a rerun with nothing to do never loads it.
 """
@@ -25,6 +27,7 @@ import functools
 import gc
 import logging
 import os
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -176,3 +179,20 @@ class BatchSizer:
             log.warning("%s: out of memory at batch size %d on %s; retrying at %d",
                         self.spec.id, size, device, self.size)
         return out
+
+
+def prepares_beside(device: str | None) -> bool:
+    """Whether preparing the next batch (decoding, rendering) in a background thread runs beside
+    the model rather than against it. A GPU leaves the CPU idle while the model works, and so
+    does a process that has not loaded torch (an API model); torch on a CPU with as many intra-op
+    threads as the process has cores does not: a second busy thread then stalls torch's OpenMP
+    team, and the forward pass slows by more than the preparation it hides (2 cores: the
+    Gestalt battery's overhead 1.18 with it, 1.05 without; ``benchmarks/overhead.py
+    --prepare-beside always``)."""
+    if device is not None and not device.startswith("cpu"):
+        return True
+    torch = sys.modules.get("torch")  # not imported: no torch model runs in this process
+    if torch is None:
+        return True
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return bool(torch.get_num_threads() < cores)

@@ -59,6 +59,8 @@ class Readout:
         self.options = options
         self.dist = _Local()  # the runner swaps in its accelerate-backed Dist
         self.rep = 0  # repetition index of the batch being answered (set by the runner)
+        # prepare the next batch in a background thread (the runner decides, from the device)
+        self.prepare_ahead = True
 
     @property
     def n_reps(self) -> int:
@@ -67,7 +69,8 @@ class Readout:
 
     def embed_all(self, model: Embedder, images_of: list[Stimulus], parts: bool = False):
         """Embeddings of many stimuli, sharded across processes and gathered in order; each
-        process embeds its share a model batch at a time, the next batch prepared meanwhile."""
+        process embeds its share a model batch at a time, the next batch prepared meanwhile
+        (``prepare_ahead``)."""
         import numpy as np
 
         size = chunk_size(model.spec)
@@ -75,7 +78,7 @@ class Readout:
         def run(items):
             batches = [items[i:i + size] for i in range(0, len(items), size)]
             out = []
-            for batch in prefetched(batches, "parts" if parts else "image"):
+            for batch in prefetched(batches, ("parts" if parts else "image") if self.prepare_ahead else None):
                 if parts:
                     emb = model.embed([im for s in batch for im in s.parts])
                     out.extend(emb.reshape(len(batch), len(batch[0].part_sources), -1))

@@ -367,6 +367,8 @@ class BatteryRun:
 
     def log_task(self, task_id: str, scores, records: list[dict], extra_metrics: dict[str, float],
                  figures: dict[str, Any], records_path: Path) -> None:
+        for name, fig in figures.items():  # first: they render while the logging below waits on the store
+            self._save_figure(name, fig)
         metrics = score_metrics(task_id, scores)
         n = len(records)
         nulls = sum(r["parse_status"] != "ok" for r in records)
@@ -385,8 +387,6 @@ class BatteryRun:
             # log_table refuses ':' (a task variant BASE:NAME) in file names
             self.mlflow.log_table(records_table(records, order),
                                   artifact_file=f"tables/{records_path.stem.replace(':', '--')}.json")
-        for name, fig in figures.items():
-            self._save_figure(name, fig)
 
     def _save_figure(self, name: str, fig: Any) -> None:
         """Render ``fig`` to PNG in a background thread: rendering is most of what logging a task
@@ -436,13 +436,13 @@ class BatteryRun:
 
     def log_battery(self, *, intervals: dict[str, Any], recipe: dict, recipe_sha256: str,
                     stimulus_sets: dict[str, str]) -> None:
-        self._log_figures()
         self.mlflow.log_dict(intervals, "intervals.json")
         self.mlflow.log_dict(recipe, "recipe.resolved.yaml")
         self.mlflow.log_text(recipe_sha256 + "\n", "recipe.sha256")
         self.mlflow.log_dict(stimulus_sets, "stimulus_sets.json")
         digest = hashlib.sha256(json.dumps(stimulus_sets, sort_keys=True).encode()).hexdigest()
         self.mlflow.set_tag("gestalt.stimulus_sets_sha256", digest)
+        self._log_figures()  # last: the figures still rendering overlap the calls above
 
     def log_training(self, task_id: str, history: list[list[dict[str, float]]],
                      artifacts: dict[str, Path]) -> None:

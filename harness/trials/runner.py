@@ -18,7 +18,7 @@ import numpy as np
 from PIL import Image
 
 from ..models.base import Generation, ModelAdapter, ModelSpec, fingerprint_hash
-from ..models.device import chunk_size
+from ..models.device import chunk_size, prepares_beside
 from ..readouts.base import Response
 from ..readouts.registry import get_readout
 from ..stimuli.base import StimulusSet, prefetched
@@ -153,6 +153,7 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
     calls_before = adapter.calls
     new = 0
     if pending:
+        readout.prepare_ahead = prepares_beside(adapter.device)
         readout.prepare(adapter)
         mine = dist.shard(len(pending))
         bar = None
@@ -164,9 +165,10 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
         batch_size = chunk_size(model_spec)  # batch_size auto: the most the adapter may try
         model_version = adapter.model_version
         chunks = [mine[start:start + batch_size] for start in range(0, len(mine), batch_size)]
-        # each chunk's distinct stimuli, prepared a chunk ahead while the model answers the one before
+        # each chunk's distinct stimuli, prepared a chunk ahead while the model answers the one
+        # before (where that runs beside the model: models.device.prepares_beside)
         shown = prefetched((list({pending[i][0].stimulus_id: pending[i][0] for i, _ in chunk}.values())
-                            for chunk in chunks), readout.reads)
+                            for chunk in chunks), readout.reads if readout.prepare_ahead else None)
         for chunk, ready in zip(chunks, shown):
             loaded = {s.stimulus_id: s for s in ready}
             by_rep: dict[int, list[tuple[Any, bool]]] = {}

@@ -33,7 +33,7 @@ import csv
 import hashlib
 import json
 from dataclasses import dataclass, fields, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 import numpy as np
@@ -136,6 +136,11 @@ class GrapeCharts:
             h.update(a.tobytes())
         return h.hexdigest()
 
+    @cached_property
+    def chart_hashes(self) -> list[str]:
+        """``take([i]).content_hash()`` for every chart i, computed together."""
+        return per_chart_sha256(f"grape|{self.chart_type}", [(f.name, getattr(self, f.name)) for f in _ARRAY_FIELDS])
+
     @staticmethod
     def concat(parts: list[GrapeCharts]) -> GrapeCharts:
         return replace(parts[0], **{f.name: np.concatenate([getattr(p, f.name) for p in parts])
@@ -143,6 +148,23 @@ class GrapeCharts:
 
 
 _ARRAY_FIELDS = [f for f in fields(GrapeCharts) if f.name != "chart_type"]
+
+
+def per_chart_sha256(header: str, arrays: list[tuple[str, np.ndarray]]) -> list[str]:
+    """Per row i, the sha256 that ``content_hash`` gives a set holding only chart i: the header,
+    then per field its name, dtype and one-row shape and the row's bytes. One message per row is
+    laid out in a single uint8 array, so hashing a set of 100,000 charts is 100,000 sha256 calls
+    on short messages, not 100,000 ``take`` copies of every field."""
+    n = len(arrays[0][1])
+    if n == 0:
+        return []
+    columns = [np.frombuffer(header.encode(), np.uint8)]
+    for name, a in arrays:
+        a = np.ascontiguousarray(a)
+        columns.append(np.frombuffer(f"{name}{a.dtype}{(1, *a.shape[1:])}".encode(), np.uint8))
+        columns.append(a.reshape(n, -1).view(np.uint8))
+    rows = np.concatenate([np.broadcast_to(c, (n, len(c))) if c.ndim == 1 else c for c in columns], axis=1)
+    return [hashlib.sha256(row).hexdigest() for row in rows]
 
 
 def check_type(chart_type: int) -> int:

@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, fields, replace
+from functools import cached_property
 
 import numpy as np
 
-from .grape import CHART_TYPES, check_type
+from .grape import CHART_TYPES, check_type, per_chart_sha256
 
 CM_VALUES = np.round(10.0 * 10.0 ** (np.arange(10) / 12.0)).astype(np.int16)
 CM20_VALUES = np.round(10.0 ** (1.0 + np.arange(20) / 24.0)).astype(np.int16)  # GRAPE IV-B step (a)
@@ -84,6 +85,12 @@ class HaehnCharts:
                 h.update(f"{f.name}{a.dtype}{a.shape}".encode())
                 h.update(np.ascontiguousarray(a).tobytes())
         return h.hexdigest()
+
+    @cached_property
+    def chart_hashes(self) -> list[str]:
+        """``take([i]).content_hash()`` for every chart i, computed together."""
+        arrays = [(f.name, a) for f in fields(self) if isinstance(a := getattr(self, f.name), np.ndarray)]
+        return per_chart_sha256(f"haehn|{self.chart_type}|{self.noise}", arrays)
 
 
 def _segments(rng: np.random.Generator, high: np.ndarray, count: int, low: int) -> np.ndarray:

@@ -205,7 +205,7 @@ class ChartImage:
     def content_hash(self) -> str:
         """sha256 naming this image's pixels without drawing them: the chart's parameters and the
         renderer's version (tests/test_bars_stimuli.py pins the pixels of each version)."""
-        key = f"bars-render-{RENDER_VERSION}|{self.mask}|{self.charts.take([self.index]).content_hash()}"
+        key = f"bars-render-{RENDER_VERSION}|{self.mask}|{self.charts.chart_hashes[self.index]}"
         return hashlib.sha256(key.encode()).hexdigest()
 
 
