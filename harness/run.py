@@ -75,7 +75,8 @@ class BatteryResult:
     # wall seconds per task and phase: trials (model calls and stimulus preparation), scores,
     # figures (drawn; saved in the background), tracking (MLflow logging; the battery's own under
     # "battery"); what benchmarks/overhead.py reports as the harness's share
-    seconds: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    seconds: defaultdict[str, defaultdict[str, float]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(float)))
 
 
 def model_specs(recipe: Recipe) -> list[ModelSpec]:
@@ -431,7 +432,7 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
     return result
 
 
-def _lap(seconds: Counter[str], phase: str, since: float) -> float:
+def _lap(seconds: defaultdict[str, float], phase: str, since: float) -> float:
     now = time.perf_counter()
     seconds[phase] += now - since
     return now
