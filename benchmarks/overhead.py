@@ -24,12 +24,17 @@ A task's gestalt time is what the run spent on it in the main thread (its trials
 drawn, MLflow logging); its figures are saved to PNG in the background meanwhile, and the run's
 wall time (preflight, the MLflow run, waiting for the last figures) is the battery row.
 
+Both sides run with the process's heap as the harness sets it for a torch model on a CPU
+(``harness.models.device.keep_cpu_heap``: glibc keeps the memory a forward pass frees);
+``--cpu-heap system`` runs both under glibc's defaults instead, which shows what that setting
+is worth to the model itself.
+
 THINGS object images are not redistributable: without GESTALT_THINGS_IMAGES the THINGS row runs
 on flat-colour stand-in images (one per concept), which cost the model the same as photographs
 once resized, and says so.
 
 Usage: ``.venv/bin/python benchmarks/overhead.py [--reps 3] [--runs gestalt,vlm,cnn] [--model efficientnet-lite2]
-[--prepare-beside auto|always|never] [--no-bare-cnn-deterministic]``
+[--prepare-beside auto|always|never] [--cpu-heap keep|system] [--no-bare-cnn-deterministic]``
 """
 
 from __future__ import annotations
@@ -335,6 +340,9 @@ def main() -> None:
     ap.add_argument("--prepare-beside", choices=("auto", "always", "never"), default="auto",
                     help="gestalt side: prepare the next batch in a background thread as the device "
                          "allows (models.device.prepares_beside), always, or never")
+    ap.add_argument("--cpu-heap", choices=("keep", "system"), default="keep",
+                    help="both sides: glibc's heap kept as the harness sets it for torch on a CPU, "
+                         "or glibc's defaults ($GESTALT_CPU_HEAP)")
     ap.add_argument("--mirror", default=os.environ.get("GESTALT_MIRROR", str(REPO.parent / "shared/sources")))
     args = ap.parse_args()
     args.runs = args.runs.split(",")
@@ -343,6 +351,10 @@ def main() -> None:
 
         harness.trials.runner.prepares_beside = lambda device: args.prepare_beside == "always"
     os.environ.setdefault("GESTALT_CACHE", tempfile.mkdtemp(prefix="gestalt-overhead-cache-"))
+    os.environ["GESTALT_CPU_HEAP"] = args.cpu_heap
+    from harness.models.device import keep_cpu_heap
+
+    heap_kept = keep_cpu_heap()  # the bare loop's too, from its first rep
     scratch = Path(tempfile.mkdtemp(prefix="gestalt-overhead-"))
     mirror = Path(args.mirror)
     try:
@@ -350,7 +362,7 @@ def main() -> None:
 
         print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, cpu; encoder {args.model}, "
               f"batch {args.batch_size}; {args.reps} timed reps per side after one warm-up; next batch "
-              f"prepared beside the model: {args.prepare_beside}")
+              f"prepared beside the model: {args.prepare_beside}; glibc heap kept: {'yes' if heap_kept else 'no'}")
         print(f"{'row':<16}{'bare s':>8}{'gestalt s':>11}{'ratio':>7}{'median':>8}  bare loop's time (share)"
               f"{'':<24}gestalt's phases (s): trials, scores, figures, tracking")
         ratios = {}

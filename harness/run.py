@@ -24,6 +24,7 @@ from typing import Any
 from . import __version__
 from .errors import GestaltError
 from .models.base import CAPABILITIES, ModelAdapter, ModelSpec, fingerprint_hash
+from .models.device import cpu_heap_wanted
 from .models.registry import make_adapter
 from .readouts.base import Readout, UnknownReadoutOption
 from .readouts.registry import get_readout
@@ -164,6 +165,7 @@ def check_weights(recipe: Recipe) -> None:
 
 
 def preflight(recipe: Recipe) -> tuple[list[Planned], dict[str, StimulusSet], Sources]:
+    cpu_heap_wanted()  # a typo in $GESTALT_CPU_HEAP stops the run here, not at its first trial
     check_weights(recipe)
     planned = plan(recipe)
     sources = Sources(root=recipe.data.root, mirror=recipe.data.mirror)

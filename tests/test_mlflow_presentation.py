@@ -62,6 +62,12 @@ def test_battery_run_sets_kind_view_key_order_and_table(tmp_path):
                                                       str(tmp_path / "b"))).read())
     assert table["columns"][:4] == ["stimulus_id", "rep", "model", "response"] and len(table["data"]) == 80
     assert json.loads(table["data"][0][table["columns"].index("run_meta")]) == records[0]["run_meta"]
+    # MLflow takes it for one of its tables: listed on the run, read back by load_table
+    listed = json.loads(client.get_run(run.run_id).data.tags["mlflow.loggedArtifacts"])
+    assert listed == [{"path": "tables/closure.nat.silhouette.json", "type": "table"}]
+    loaded = client.load_table(exp.experiment_id, "tables/closure.nat.silhouette.json", run_ids=[run.run_id])
+    assert len(loaded) == 80 and list(loaded.columns[:4]) == ["stimulus_id", "rep", "model", "response"]
+    assert loaded["trial_id"].tolist() == [r["trial_id"] for r in records]
 
 
 def test_ui_refuses_a_missing_store_in_one_line(tmp_path):

@@ -229,7 +229,9 @@ def test_a_runs_figures_are_rendered_in_the_background_then_logged_and_closed(tm
         fig, ax = plt.subplots(figsize=(2, 2))
         ax.plot([0, 1], [0, 1])
         real = fig.savefig
-        fig.savefig = lambda *a, **k: (rendered_in.append(threading.current_thread().name), real(*a, **k))
+        fig.savefig = lambda *a, **k: (rendered_in.append(
+            (threading.current_thread().name, os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))),
+            real(*a, **k))
         return fig
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
@@ -240,18 +242,22 @@ def test_a_runs_figures_are_rendered_in_the_background_then_logged_and_closed(tm
     with BatteryRun(uri=uri, experiment="figs", run_name="m", tags={}) as run:
         run.log_task("closure.nat.silhouette", scores, records, {}, figs, path)
         run.log_battery(intervals={}, recipe={}, recipe_sha256="f" * 64, stimulus_sets={})
-    assert rendered_in == ["gestalt-figures_0"]
+    # in the background, at the lowest CPU priority: in the gaps the model leaves
+    assert rendered_in == [("gestalt-figures_0", 19)]
     logged = [a.path for a in MlflowClient(uri).list_artifacts(run.run_id, "figures")]
     assert logged == ["figures/closure.nat.silhouette.confusion.png"]
     local = MlflowClient(uri).download_artifacts(run.run_id, logged[0], str(tmp_path / "dl"))
     assert Image.open(local).size == (300, 300)  # 2 x 2 inches at the report's 150 dpi
     assert not plt.fignum_exists(figs["closure.nat.silhouette.confusion.png"].number)
 
-    # a run that fails before its end still waits for and closes its figures, logging none
+    # a run that fails before its end still waits for and closes its figures, logging none, and
+    # logs the records of the tasks it finished
     failing = {"closure.nat.silhouette.confusion.png": figure()}
     with pytest.raises(RuntimeError), \
             BatteryRun(uri=uri, experiment="figs", run_name="m2", tags={}) as run:
         run.log_task("closure.nat.silhouette", scores, records, {}, failing, path)
         raise RuntimeError("crash")
     assert MlflowClient(uri).list_artifacts(run.run_id, "figures") == []
+    assert [a.path for a in MlflowClient(uri).list_artifacts(run.run_id, "records")] == [
+        "records/closure.nat.silhouette.jsonl"]
     assert not plt.fignum_exists(failing["closure.nat.silhouette.confusion.png"].number)

@@ -120,13 +120,14 @@ def test_ridge_cv_chooses_penalty_by_cross_validation():
         RidgeCV().fit(x[:6], y[:6])
 
 
-def test_ridge_closed_form():
+@pytest.mark.parametrize("n, p", [(60, 8), (30, 80)])  # more samples than features, and fewer
+def test_ridge_closed_form(n, p):
     rng = np.random.default_rng(2)
-    x = rng.normal(size=(60, 8)) * rng.uniform(0.5, 3, 8) + 4
-    y = x @ rng.normal(size=8) + rng.normal(size=60)
+    x = rng.normal(size=(n, p)) * rng.uniform(0.5, 3, p) + 4
+    y = x @ rng.normal(size=p) + rng.normal(size=n)
     probe = RidgeCV(alphas=(3.0,)).fit(x, y)
     z = (x - x.mean(0)) / x.std(0)
-    coef = np.linalg.solve(z.T @ z + 3.0 * np.eye(8), z.T @ (y - y.mean()))
+    coef = np.linalg.solve(z.T @ z + 3.0 * np.eye(p), z.T @ (y - y.mean()))
     assert np.allclose(probe.coef, coef)
     assert np.allclose(probe.predict(x), z @ coef + y.mean())
 
@@ -169,3 +170,9 @@ def test_ridge_rounds_and_clips_counts_but_not_scalars():
 def test_ridge_needs_a_train_split():
     with pytest.raises(ValueError, match="needs a probe-train split"):
         RidgeProbe(series_count.build(None, n_train=0)).prepare(Brightness())
+
+
+@pytest.mark.parametrize("options", [{"alphas": (0.0, 1.0)}, {"alphas": ()}, {"folds": 1}])
+def test_ridge_refuses_a_penalty_path_it_cannot_fit(options):
+    with pytest.raises(ValueError, match="similarity.chart.series_count: ridge probe needs alphas > 0"):
+        RidgeProbe(series_count.build(None, n_train=20, n_test=4), **options)

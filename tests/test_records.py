@@ -39,6 +39,44 @@ def test_invalid_records_name_trial_and_field(change, field):
         validate(good(**change))
 
 
+VALUES = [None, True, False, 0, 1, -1, 2.5, -0.5, float("nan"), "", "x", "ok", "null:refusal", "a" * 64,
+          "closure.nat.silhouette", "closure.nat.silhouette|s|m|rep0", [], [1, 2, 3], ["x"], {}, {"a": 1}]
+
+
+def mutations():
+    """Records one change away from valid: every field (and a nested one) set to a value of each
+    JSON type, or left out, plus a key the schema does not know."""
+    base = good()
+    for key in [*base, "surprise", "usage", "extras"]:
+        for value in VALUES:
+            yield {**base, key: value}
+        yield {k: v for k, v in base.items() if k != key}
+    for key in ("model_version", "seed", "run_id", "other"):
+        for value in VALUES:
+            yield {**base, "run_meta": {**base["run_meta"], key: value}}
+    for value in VALUES:  # a null trial with something in response or correct
+        yield {**base, "parse_status": "null:parse_error", "response": value, "correct": None}
+        yield {**base, "parse_status": "null:parse_error", "response": None, "correct": value}
+        yield {**base, "usage": {"input_tokens": value}}
+
+
+def test_the_fast_verdict_agrees_with_jsonschema():
+    import fastjsonschema
+
+    from harness.trials.records import _validator, _verdict
+
+    checked = valid = 0
+    for record in mutations():
+        try:
+            _verdict()(record)
+            fast = True
+        except fastjsonschema.JsonSchemaValueException:
+            fast = False
+        assert fast == _validator().is_valid(record), record
+        checked, valid = checked + 1, valid + fast
+    assert checked > 700 and 0 < valid < checked  # both verdicts were reached, many times
+
+
 def test_null_trial_is_valid_with_null_response():
     validate(good(parse_status="null:refusal", response=None, correct=None, raw_output="I can't"))
 

@@ -16,6 +16,8 @@
   size, so it is not in any fingerprint.
 - ``prepares_beside``: whether the next batch's images are prepared in a background thread
   while the model works (on a GPU, or on a CPU with a core torch leaves free), or in line.
+- ``keep_cpu_heap``: a torch model on a CPU gets glibc's heap set to keep what it frees
+  (``$GESTALT_CPU_HEAP=system`` leaves glibc's defaults).
 
 Nothing here imports torch at module level: a rerun with nothing to do never loads it.
 """
@@ -97,10 +99,56 @@ def is_conv_net(model: Any) -> bool:
     return sum(isinstance(m, torch.nn.Conv2d) for m in model.modules()) > 1
 
 
+HEAP_ENV = "GESTALT_CPU_HEAP"
+
+
+def cpu_heap_wanted() -> str:
+    """``$GESTALT_CPU_HEAP``: keep (the default) or system; anything else is refused by name
+    (preflight asks, so a typo stops the run before its first trial)."""
+    want = os.environ.get(HEAP_ENV, "keep")
+    if want not in ("keep", "system"):
+        raise ModelError(f"${HEAP_ENV}={want!r}: expected keep (the default) or system")
+    return want
+
+
+# glibc's mallopt parameters (malloc.h)
+M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
+
+
+@functools.cache
+def keep_cpu_heap() -> bool:
+    """Make glibc's malloc keep the memory a forward pass frees for the next one; whether it now does.
+
+    By default glibc serves every block over its mmap threshold (at most 32 MiB) with a fresh
+    mmap and unmaps it on free, and trims the heap's top: a CNN's activations (tens to hundreds of
+    MB per layer at a batch of 40) are then page-faulted in, zero-filled, on every layer of every
+    batch. On a CPU that is more than half of EfficientNet-Lite2's forward time (2 cores: the
+    Gestalt battery's bare loop 67 s under glibc's defaults, 30 s with the heap kept;
+    ``benchmarks/overhead.py --cpu-heap system``).
+    PyTorch's CPU tuning guides swap in jemalloc or tcmalloc for the same reason; these two
+    settings get it from the allocator already loaded. The cost: the process keeps its peak heap
+    until it exits. Process-wide and once; only on glibc; ``$GESTALT_CPU_HEAP=system`` opts out."""
+    if cpu_heap_wanted() == "system":
+        return False
+    import platform
+
+    if platform.libc_ver()[0] != "glibc":
+        return False
+    import ctypes
+
+    mallopt = ctypes.CDLL(None).mallopt
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    # every block from the heap, none mmapped; free memory at the top is returned only past 2 GiB
+    return bool(mallopt(M_MMAP_MAX, 0)) and bool(mallopt(M_TRIM_THRESHOLD, 2**31 - 1))
+
+
 def place(model: Any, device: str | None, dtype: Any = None) -> Any:
-    """The model on ``device`` (in ``dtype`` when given); channels-last for a CNN on CUDA."""
+    """The model on ``device`` (in ``dtype`` when given); channels-last for a CNN on CUDA, the
+    heap kept (``keep_cpu_heap``) for one on a CPU."""
     import torch
 
+    if not is_cuda(device):
+        keep_cpu_heap()
     model = model.to(device) if dtype is None else model.to(device, dtype=dtype)
     if is_cuda(device) and is_conv_net(model):
         model = model.to(memory_format=torch.channels_last)
@@ -187,7 +235,7 @@ def prepares_beside(device: str | None) -> bool:
     does a process that has not loaded torch (an API model); torch on a CPU with as many intra-op
     threads as the process has cores does not: a second busy thread then stalls torch's OpenMP
     team, and the forward pass slows by more than the preparation it hides (2 cores: the
-    Gestalt battery's overhead 1.18 with it, 1.05 without; ``benchmarks/overhead.py
+    Gestalt battery's overhead 1.057 with it, 1.027 without; ``benchmarks/overhead.py
     --prepare-beside always``)."""
     if device is not None and not device.startswith("cpu"):
         return True

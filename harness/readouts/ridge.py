@@ -33,10 +33,15 @@ def _standardise(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _ridge_path(z: np.ndarray, y: np.ndarray, alphas: np.ndarray) -> np.ndarray:
-    """Coefficients (p, n_alphas) for centred z, y, all penalties from one SVD."""
-    u, s, vt = np.linalg.svd(z, full_matrices=False)
-    shrink = s[None, :] / (s[None, :] ** 2 + alphas[:, None])  # (A, r)
-    return vt.T @ (shrink * (u.T @ y)[None, :]).T
+    """Coefficients (p, n_alphas) for centred z (n, p), y: all penalties from one eigendecomposition
+    of the smaller Gram matrix, w = z'(zz' + aI)^-1 y = (z'z + aI)^-1 z'y. (An SVD of z gives the
+    same path; with a probe's n of a few hundred and p of a thousand or more, eigh of the n x n
+    Gram matrix costs less. Every penalty is > 0 (RidgeProbe refuses others): lam + a never vanishes.)"""
+    if len(z) <= z.shape[1]:
+        lam, u = np.linalg.eigh(z @ z.T)
+        return z.T @ (u @ ((u.T @ y)[:, None] / (lam[:, None] + alphas[None, :])))
+    lam, v = np.linalg.eigh(z.T @ z)
+    return v @ ((v.T @ (z.T @ y))[:, None] / (lam[:, None] + alphas[None, :]))
 
 
 class RidgeCV:
@@ -88,6 +93,10 @@ class RidgeProbe(Readout):
 
     def __init__(self, stimset, **options):
         super().__init__(stimset, **options)
+        alphas, folds = options.get("alphas", ALPHAS), options.get("folds", FOLDS)
+        if not alphas or min(alphas) <= 0 or int(folds) < 2:
+            raise ValueError(f"{stimset.task_id}: ridge probe needs alphas > 0 and folds >= 2, got "
+                             f"alphas {alphas}, folds {folds}")
         is_count = stimset.response_space == "count"
         self.round = options.get("round", is_count)
         clip = options.get("clip")

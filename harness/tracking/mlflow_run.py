@@ -5,7 +5,8 @@ headline scores under short names without a prefix (``sil.kappa``, ``color.B``: 
 first, in its "Model metrics" section, and a shared view of the runs table shows them as columns),
 then everything under ``<task>/<metric>`` with ``_ci_low``/``_ci_high``/``_ceiling``/``_floor``,
 ``<task>/n`` and ``<task>/null_rate`` (the UI groups these into one section per task). Values are
-rounded at logging to the precision their interval justifies. Artifacts: ``records/<task>.jsonl``
+rounded at logging to the precision their interval justifies. Artifacts (staged as the tasks finish,
+logged in one call when the run ends): ``records/<task>.jsonl``
 (keys in the record schema's order: identity, response, correctness first) and the same
 records as an MLflow table ``tables/<task>.json`` (a paged grid in the UI), ``intervals.json``
 (unrounded), the resolved recipe and its hash, the stimulus-set hashes and ``figures/*.png``.
@@ -24,6 +25,7 @@ import os
 import socket
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -136,15 +138,16 @@ def ordered_record(record: dict[str, Any], order: list[str]) -> dict[str, Any]:
             **{k: v for k, v in record.items() if k not in order}}
 
 
-def records_table(records: list[dict[str, Any]], order: list[str]) -> dict[str, list[Any]]:
-    """Columns for ``mlflow.log_table``: nested values as compact JSON, so every cell is a scalar."""
-    rows = [ordered_record(r, order) for r in records]
+def records_table(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Ordered records as an MLflow table in pandas' "split" layout (``columns``, ``data``: what
+    ``mlflow.log_table`` writes and ``mlflow.load_table`` reads); nested values as compact JSON,
+    so every cell is a scalar."""
     keys = list(dict.fromkeys(k for r in rows for k in r))
 
     def cell(v: Any) -> Any:
         return json.dumps(v, separators=(",", ":")) if isinstance(v, (dict, list)) else v
 
-    return {k: [cell(r.get(k)) for r in rows] for k in keys}
+    return {"columns": keys, "data": [[cell(r.get(k)) for k in keys] for r in rows]}
 
 
 def tracking_uri(configured: str | None) -> str:
@@ -303,6 +306,18 @@ def logged_intervals(run_id: str) -> dict[str, Any]:
     return mlflow.artifacts.load_dict(f"{uri}/intervals.json")
 
 
+def _lowest_priority() -> None:
+    """The figure thread's CPU priority: the lowest (nice 19; Linux sets it per thread). At normal
+    priority it preempts one of torch's intra-op threads on a CPU, and the whole OpenMP team waits
+    at its next barrier, so the next task's forward passes lose more than the rendering takes;
+    at the lowest it runs in the gaps the model leaves (single-threaded image preparation, Python
+    between batches). Nothing waits for it until the battery ends. (Preparing the next batch is
+    different: the model waits for it, so it never runs at a lower priority than the model.)"""
+    if hasattr(os, "setpriority"):
+        with contextlib.suppress(OSError):  # a sandbox that forbids it: normal priority
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+
+
 def _savefig(fig: Any, path: Path) -> Path:
     fig.savefig(path)  # as mlflow.log_figure saves it (the rcParams' dpi)
     return path
@@ -328,7 +343,9 @@ class BatteryRun:
         # figures being saved to PNG in the background: (name, figure, future path)
         self._figures: list[tuple[str, Any, Future[Path]]] = []
         self._saver: ThreadPoolExecutor | None = None
-        self._figure_dir: tempfile.TemporaryDirectory[str] | None = None
+        # the run's artifacts, written here as tasks finish and logged in one call at its end
+        self._staging: tempfile.TemporaryDirectory[str] | None = None
+        self._tables: list[str] = []
 
     def __enter__(self) -> BatteryRun:
         if self.resume:
@@ -339,7 +356,7 @@ class BatteryRun:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self._log_figures(log=exc_type is None)
+        self._log_staged(figures=exc_type is None)
         if exc_type is not None:
             self.outcome = "interrupted" if issubclass(exc_type, KeyboardInterrupt) else f"error: {exc_type.__name__}"
         if self.outcome:
@@ -367,7 +384,9 @@ class BatteryRun:
 
     def log_task(self, task_id: str, scores, records: list[dict], extra_metrics: dict[str, float],
                  figures: dict[str, Any], records_path: Path) -> None:
-        for name, fig in figures.items():  # first: they render while the logging below waits on the store
+        """A task's metrics now; its records (JSONL and table) and figures are staged and logged
+        with the battery's other artifacts when it ends (or, but for the figures, when it fails)."""
+        for name, fig in figures.items():  # first: they render while the work below goes on
             self._save_figure(name, fig)
         metrics = score_metrics(task_id, scores)
         n = len(records)
@@ -378,45 +397,73 @@ class BatteryRun:
         self.mlflow.log_metrics(metrics)
         self._add_headline_columns(sorted(k for k in metrics if "/" not in k))
         order = record_key_order()
-        with tempfile.TemporaryDirectory() as tmp:
-            # the artifact viewer shows a line's start: identity, response and correctness first
-            copy = Path(tmp) / records_path.name
-            copy.write_text("".join(json.dumps(ordered_record(r, order)) + "\n" for r in records))
-            self.mlflow.log_artifact(str(copy), artifact_path="records")
-        if records:
-            # log_table refuses ':' (a task variant BASE:NAME) in file names
-            self.mlflow.log_table(records_table(records, order),
-                                  artifact_file=f"tables/{records_path.stem.replace(':', '--')}.json")
+        # the artifact viewer shows a line's start: identity, response and correctness first
+        rows = [ordered_record(r, order) for r in records]
+        self._staged(f"records/{records_path.name}").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        if rows:
+            # as mlflow.log_table names and lists a table; it refuses ':' (a task variant
+            # BASE:NAME) in file names
+            table = f"tables/{records_path.stem.replace(':', '--')}.json"
+            self._staged(table).write_text(json.dumps(records_table(rows)))
+            self._tables.append(table)
+
+    def _staged(self, artifact: str) -> Path:
+        """Where to write ``artifact`` (a path under the run's artifact root) until the run logs
+        every staged file in one call (:meth:`_log_staged`): one store round trip per battery
+        rather than one per file, which with a local store cost more than writing them."""
+        if self._staging is None:
+            self._staging = tempfile.TemporaryDirectory(prefix="gestalt-artifacts-")
+        path = Path(self._staging.name) / artifact
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _stage_dict(self, data: dict[str, Any], artifact: str) -> None:
+        """``data`` as ``mlflow.log_dict`` writes it: YAML for .yaml, else indented JSON."""
+        with open(self._staged(artifact), "w") as f:
+            if artifact.endswith(".yaml"):
+                import yaml
+
+                yaml.dump(data, f, indent=2, default_flow_style=False)
+            else:
+                json.dump(data, f, indent=2, default=str)
 
     def _save_figure(self, name: str, fig: Any) -> None:
         """Render ``fig`` to PNG in a background thread: rendering is most of what logging a task
         costs, and it then overlaps what runs next (the next task's trials, the next log calls).
-        The run logs the files as ``figures/<name>`` before it ends (:meth:`_log_figures`) and
+        The run logs the files as ``figures/<name>`` before it ends (:meth:`_log_staged`) and
         closes the figures; until then the caller must leave them alone."""
         if self._saver is None:
-            self._saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gestalt-figures")
-            self._figure_dir = tempfile.TemporaryDirectory(prefix="gestalt-figures-")
-        assert self._figure_dir is not None
-        path = Path(self._figure_dir.name) / name
-        self._figures.append((name, fig, self._saver.submit(_savefig, fig, path)))
+            self._saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gestalt-figures",
+                                             initializer=_lowest_priority)
+        self._figures.append((name, fig, self._saver.submit(_savefig, fig, self._staged(f"figures/{name}"))))
 
-    def _log_figures(self, log: bool = True) -> None:
-        """Wait for the figures being saved, log them (``log``) and close them."""
-        if self._saver is None:
-            return
+    def _log_staged(self, figures: bool = True) -> None:
+        """Wait for the figures being saved and close them, then log every staged artifact in
+        one call, the figures only when ``figures`` (a run that fails logs its finished tasks'
+        records, not their figures), and list the tables as ``mlflow.log_table`` does."""
         import matplotlib.pyplot as plt
+        from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
 
         try:
             for _, fig, saved in self._figures:
                 path = saved.result()
-                if log:
-                    self.mlflow.log_artifact(str(path), artifact_path="figures")
+                if not figures:
+                    path.unlink()
                 plt.close(fig)
+            if self._staging is not None:
+                self.mlflow.log_artifacts(self._staging.name)
+            if self._tables:
+                # a continued run keeps the tables it listed before
+                before = self.mlflow.get_run(self.run_id).data.tags if self.resume else {}
+                listed = json.loads(before.get(MLFLOW_LOGGED_ARTIFACTS, "[]"))
+                listed += [t for t in ({"path": p, "type": "table"} for p in self._tables) if t not in listed]
+                self.mlflow.set_tag(MLFLOW_LOGGED_ARTIFACTS, json.dumps(listed))
         finally:
-            self._saver.shutdown(wait=True)
-            if self._figure_dir is not None:
-                self._figure_dir.cleanup()
-            self._figures, self._saver, self._figure_dir = [], None, None
+            if self._saver is not None:
+                self._saver.shutdown(wait=True)
+            if self._staging is not None:
+                self._staging.cleanup()
+            self._figures, self._saver, self._staging, self._tables = [], None, None, []
 
     def _add_headline_columns(self, names: list[str]) -> None:
         """Keep the experiment's shared runs-table view listing every headline metric logged so far."""
@@ -436,13 +483,13 @@ class BatteryRun:
 
     def log_battery(self, *, intervals: dict[str, Any], recipe: dict, recipe_sha256: str,
                     stimulus_sets: dict[str, str]) -> None:
-        self.mlflow.log_dict(intervals, "intervals.json")
-        self.mlflow.log_dict(recipe, "recipe.resolved.yaml")
-        self.mlflow.log_text(recipe_sha256 + "\n", "recipe.sha256")
-        self.mlflow.log_dict(stimulus_sets, "stimulus_sets.json")
+        self._stage_dict(intervals, "intervals.json")
+        self._stage_dict(recipe, "recipe.resolved.yaml")
+        self._staged("recipe.sha256").write_text(recipe_sha256 + "\n")
+        self._stage_dict(stimulus_sets, "stimulus_sets.json")
         digest = hashlib.sha256(json.dumps(stimulus_sets, sort_keys=True).encode()).hexdigest()
         self.mlflow.set_tag("gestalt.stimulus_sets_sha256", digest)
-        self._log_figures()  # last: the figures still rendering overlap the calls above
+        self._log_staged()  # last: the figures still rendering overlap the calls above
 
     def log_training(self, task_id: str, history: list[list[dict[str, float]]],
                      artifacts: dict[str, Path]) -> None:

@@ -49,7 +49,25 @@ def _validator():
     return cls(schema())
 
 
+@lru_cache(maxsize=1)
+def _verdict():
+    """The schema compiled to Python (fastjsonschema): the verdict on every record written and
+    read; jsonschema, several times slower (``benchmarks/records.py``), explains a rejection.
+    The schema uses no keyword draft 7 lacks, so it is compiled as draft 7, the newest that
+    fastjsonschema knows (tests/test_records.py checks that the two agree)."""
+    import fastjsonschema
+
+    return fastjsonschema.compile({**schema(), "$schema": "http://json-schema.org/draft-07/schema#"})
+
+
 def validate(record: dict) -> dict:
+    import fastjsonschema
+
+    try:
+        _verdict()(record)
+        return record
+    except fastjsonschema.JsonSchemaValueException:
+        pass
     errors = sorted(_validator().iter_errors(record), key=lambda e: list(e.path))
     if errors:
         e = errors[0]

@@ -18,7 +18,7 @@ import numpy as np
 from PIL import Image
 
 from ..models.base import Generation, ModelAdapter, ModelSpec, fingerprint_hash
-from ..models.device import chunk_size, prepares_beside
+from ..models.device import chunk_size, is_cuda, keep_cpu_heap, prepares_beside
 from ..readouts.base import Response
 from ..readouts.registry import get_readout
 from ..stimuli.base import StimulusSet, prefetched
@@ -79,6 +79,8 @@ class CountingAdapter:
 
     def _call(self, method: Callable[..., Any], *args: Any, requests: int = 1) -> Any:
         if not self._placed:
+            if not is_cuda(self.device):
+                keep_cpu_heap()  # before the model's first tensors: its forward passes reuse memory
             self.adapter.to(self.device)
             self._placed = True
         self.calls += requests
