@@ -192,7 +192,7 @@ def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, St
                 lines.append(f"  {task.task_id}: UNAVAILABLE: {s.unavailable}")
                 continue
             # a readout may multiply repetitions (every montage permutation x n_reps)
-            n_reps = int(getattr(p.readouts[task.task_id], "n_reps", 1))
+            n_reps = p.readouts[task.task_id].n_reps
             trials = len(s.test) * n_reps
             calls = trials if "generate" in p.adapter.capabilities else 0
             total_calls += calls

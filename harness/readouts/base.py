@@ -36,10 +36,16 @@ class Response:
 
 
 class _Local:
-    """Single-process stand-in for harness.trials.distributed.Dist (same ``map`` contract)."""
+    """Single-process stand-in for harness.trials.distributed.Dist (same ``map``, ``is_main`` and
+    ``barrier`` contract)."""
+
+    is_main = True
 
     def map(self, fn, items):
         return list(fn(list(items))) if len(items) else []
+
+    def barrier(self) -> None:
+        """Nothing to wait for: this is the only process."""
 
 
 class Readout:

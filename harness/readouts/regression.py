@@ -93,10 +93,9 @@ class RegressionReadout(Readout):
         cache = int(self.options["cache_bytes"])
         model.fit(StimulusData(self.train, cache), StimulusData(self.val, cache), data_key=self.data_key)
         # every process trained its share (accelerate DDP); one writes the checkpoint
-        if getattr(self.dist, "is_main", True):
+        if self.dist.is_main:
             model.save(path)
-        if hasattr(self.dist, "barrier"):
-            self.dist.barrier()
+        self.dist.barrier()
 
     def artifacts(self, model) -> dict[str, Path]:
         path = self.checkpoint_path(model)
