@@ -93,10 +93,10 @@ class RidgeProbe(Readout):
 
     def __init__(self, stimset, **options):
         super().__init__(stimset, **options)
-        alphas, folds = options.get("alphas", ALPHAS), options.get("folds", FOLDS)
-        if not alphas or min(alphas) <= 0 or int(folds) < 2:
+        self.alphas, self.folds = options.get("alphas", ALPHAS), options.get("folds", FOLDS)
+        if not self.alphas or min(self.alphas) <= 0 or int(self.folds) < 2:
             raise ValueError(f"{stimset.task_id}: ridge probe needs alphas > 0 and folds >= 2, got "
-                             f"alphas {alphas}, folds {folds}")
+                             f"alphas {self.alphas}, folds {self.folds}")
         is_count = stimset.response_space == "count"
         self.round = options.get("round", is_count)
         clip = options.get("clip")
@@ -110,8 +110,7 @@ class RidgeProbe(Readout):
             raise ValueError(f"{self.stimset.task_id}: ridge probe needs a probe-train split")
         x = self.embed_all(model, train)
         y = np.array([float(s.ground_truth) for s in train])
-        self.probe = RidgeCV(self.options.get("alphas", ALPHAS), self.options.get("folds", FOLDS),
-                             seed=self.stimset.seed).fit(x, y)
+        self.probe = RidgeCV(self.alphas, self.folds, seed=self.stimset.seed).fit(x, y)
 
     def respond(self, model, batch):
         preds = self.probe.predict(model.embed([s.image for s in batch]))
