@@ -329,3 +329,49 @@ def test_matrix_annotations_contrast_with_their_cells():
         hi, lo = sorted((luminance(cell) + 0.05, luminance(fg) + 0.05), reverse=True)
         assert hi / lo >= 4.5, (text.get_text(), cell, fg)
     F.plt.close(fig)
+
+
+def _inside(inner, outer, slack=1.0):
+    return (inner.x0 >= outer.x0 - slack and inner.y0 >= outer.y0 - slack
+            and inner.x1 <= outer.x1 + slack and inner.y1 <= outer.y1 + slack)
+
+
+@pytest.mark.parametrize("long_names", [False, True])
+def test_confusion_figure_keeps_every_label_on_the_page_and_off_the_matrices(long_names):
+    """The confusion figure is laid out by hand (no layout engine, so saving it draws it once):
+    every text lies inside the figure, the tick labels clear the other panel, and the matrices
+    and colour bar do not overlap, with the silhouettes' 16 classes and with much longer names."""
+    from harness.reports.figures import confusion_figure, plt
+    from harness.sources import Sources
+    from harness.stimuli.registry import get_task
+    from tests.conftest import MIRROR
+
+    stimset = get_task(SIL).build(Sources(mirror=MIRROR))
+    names = {c: (f"{c} (a much longer class name)" if long_names else c) for c in stimset.options}
+    stimset.options = [names[c] for c in stimset.options]
+    for s in stimset.test:
+        s.ground_truth = names[s.ground_truth]
+        s.meta["observer_responses"] = [names.get(r, r) for r in s.meta.get("observer_responses", [])]
+    records = [{"parse_status": "ok", "ground_truth": s.ground_truth, "response": s.ground_truth}
+               for s in stimset.test]
+    fig = confusion_figure(records, stimset, "a-model-with-a-long-identifier-v2")
+    assert fig.get_layout_engine() is None
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    page = fig.bbox
+    model_ax, human_ax, bar = fig.axes
+    texts = [t for t in fig.findobj(plt.Text) if t.get_visible() and t.get_text()]
+    assert len(texts) > 3 * len(stimset.options)  # the tick labels are among them
+    for t in texts:
+        assert _inside(t.get_window_extent(renderer), page), t.get_text()
+    boxes = [ax.get_window_extent(renderer) for ax in (model_ax, human_ax, bar)]
+    for i in range(3):
+        for j in range(i + 1, 3):
+            assert not boxes[i].overlaps(boxes[j]), (i, j)
+    for label in model_ax.get_yticklabels():  # the shared rows are labelled once, on the left
+        assert label.get_window_extent(renderer).x1 <= boxes[0].x0
+    assert not any(lab.get_visible() and lab.get_text() for lab in human_ax.get_yticklabels())
+    for ax, box in ((model_ax, boxes[0]), (human_ax, boxes[1])):
+        for label in ax.get_xticklabels():
+            assert label.get_window_extent(renderer).y1 <= box.y0
+    plt.close(fig)

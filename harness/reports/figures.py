@@ -16,6 +16,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.font_manager import FontProperties  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ..scores.agreement import _kappa  # noqa: E402
@@ -62,8 +63,19 @@ def family_colors(families: list[str]) -> dict[str, Any]:
     return palette(families)
 
 
+def widest_text_inches(fig, labels: list[Any], size: float) -> float:
+    """The widest of ``labels`` at ``size`` points, in inches, from the font's metrics (nothing drawn)."""
+    renderer = fig.canvas.get_renderer()
+    prop = FontProperties(size=size)
+    return max((renderer.get_text_width_height_descent(str(x), prop, ismath=False)[0] for x in labels),
+               default=0.0) / fig.dpi
+
+
 def confusion_figure(records: list[dict], stimset, model_id: str):
-    """Model vs human confusion (rows: true class, columns: response) on the test split."""
+    """Model vs human confusion (rows: true class, columns: response) on the test split.
+
+    Laid out by hand, the margins sized to the widest class name: a layout engine would lay the
+    figure out again, text by text, every time it is saved, which doubled what saving it cost."""
     classes = list(stimset.options)
     idx = {c: i for i, c in enumerate(classes)}
     model = np.zeros((len(classes), len(classes)))
@@ -75,16 +87,24 @@ def confusion_figure(records: list[dict], stimset, model_id: str):
         for resp in s.meta.get("observer_responses", []):
             if resp in idx:
                 human[idx[s.ground_truth], idx[resp]] += 1
-    fig, axes = plt.subplots(1, 2, figsize=(13, 6), constrained_layout=True)
-    for ax, mat, title in ((axes[0], model, f"{model_id}"), (axes[1], human, "human observers")):
+    fig, axes = plt.subplots(1, 2, sharey=True)
+    labels = widest_text_inches(fig, classes, 8) + 0.4  # tick labels, then the axis label
+    width, height = 10.6 + labels, 5.3 + labels  # inches: the matrices keep their size
+    fig.set_size_inches(width, height)
+    top, right = 0.85, 1.2  # the titles above; the colour bar and its label to the right
+    fig.subplots_adjust(left=labels / width, bottom=labels / height, right=1 - right / width,
+                        top=1 - top / height, wspace=0.06)
+    for ax, mat, title in ((axes[0], model, model_id), (axes[1], human, "human observers")):
         rows = mat / np.maximum(mat.sum(axis=1, keepdims=True), 1)
-        im = ax.imshow(rows, vmin=0, vmax=1, cmap="Blues")
+        im = ax.imshow(rows, vmin=0, vmax=1, cmap="Blues", aspect="auto")
         ax.set_xticks(range(len(classes)), classes, rotation=90, fontsize=8)
-        ax.set_yticks(range(len(classes)), classes, fontsize=8)
         ax.set_xlabel("response")
-        ax.set_ylabel("true class")
-        ax.set_title(f"{title}: share of responses per true class")
-    fig.colorbar(im, ax=axes, shrink=0.7)
+        ax.set_title(title)
+    axes[0].set_yticks(range(len(classes)), classes, fontsize=8)
+    axes[0].set_ylabel("true class")
+    bar = fig.add_axes((1 - (right - 0.25) / width, labels / height, 0.18 / width,
+                        1 - (top + labels) / height))
+    fig.colorbar(im, cax=bar, label="share of the true class's responses")
     fig.suptitle(f"{stimset.task_id}: confusion on the test split (n={len(stimset.test)})")
     return fig
 
