@@ -364,6 +364,8 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
         where = f"run {run_id} of {spec.id} marked FAILED" if run_id else f"{spec.id} not started"
         raise Interrupted(f"{what}: {where}; records so far are kept, run the recipe again to resume",
                           exit_code=e.exit_code if isinstance(e, Interrupted) else 130) from None
+    finally:
+        adapter.release()  # one model in memory at a time: the roster's next one loads into its space
 
 
 def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], dist: Dist,

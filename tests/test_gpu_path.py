@@ -16,6 +16,7 @@ from PIL import Image
 import harness.models.encoders
 import harness.models.hf_vlm
 import harness.models.regressors  # noqa: F401 - imported before any test patches what they import
+import harness.trials.runner
 from harness.models import device as dev
 from harness.models.base import ModelError, ModelSpec, fingerprint_hash
 from harness.models.registry import build_adapter
@@ -300,3 +301,92 @@ def test_the_cuda_path_prepares_bar_charts_alike(monkeypatch):
     fast = model._tensor(charts, "cpu")  # uint8 across, cast after the copy, channels-last
     assert fast.is_contiguous(memory_format=torch.channels_last) and fast.dtype == torch.float32
     assert torch.equal(fast, plain)
+
+
+# -- a roster: one model in memory at a time ------------------------------------------------------
+
+def test_each_models_weights_are_released_when_its_battery_ends(tmp_path, monkeypatch):
+    """A roster runs one model at a time: when a battery ends its model's weights are dropped
+    (and on CUDA the cache is emptied), so the next model finds the memory free rather than
+    every model of a full roster held until the recipe ends."""
+    import gc
+    import weakref
+
+    from harness.models.encoders import TimmEncoder
+    from harness.recipes import load_recipe
+    from harness.run import run_recipe
+    from tests.conftest import MIRROR
+
+    loaded: dict[str, weakref.ref] = {}
+    alive_when: dict[str, list[str]] = {}
+    real_load, real_embed = TimmEncoder._load, TimmEncoder.embed
+
+    def load(self):
+        model, transform = real_load(self)
+        loaded[self.spec.id] = weakref.ref(model)
+        return model, transform
+
+    def embed(self, images):
+        gc.collect()  # what the harness still references, not when the collector runs
+        alive_when[self.spec.id] = sorted(k for k, ref in loaded.items() if ref() is not None)
+        return real_embed(self, images)
+
+    monkeypatch.setattr(TimmEncoder, "_load", load)
+    monkeypatch.setattr(TimmEncoder, "embed", embed)
+    emptied = []
+    monkeypatch.setattr(harness.trials.runner, "free_device_memory", lambda device: emptied.append(device))
+    path = tmp_path / "roster.yaml"
+    path.write_text(f"""name: roster
+models:
+  - {{id: a, source: timm, name: test_vit, weights: random, batch_size: 40}}
+  - {{id: b, source: timm, name: test_vit, weights: random, batch_size: 40}}
+tasks: [closure.nat.silhouette]
+data: {{mirror: {MIRROR}}}
+runtime: {{device: cpu, progress: false}}
+tracking: {{enabled: false}}
+output_dir: {tmp_path / "out"}
+""")
+    results = run_recipe(load_recipe(path), echo=lambda *_: None)
+    assert [r.model_id for r in results] == ["a", "b"] and not any(r.failed for r in results)
+    assert alive_when == {"a": ["a"], "b": ["b"]}  # a's weights were gone before b embedded
+    gc.collect()
+    assert loaded["b"]() is None
+    assert emptied == ["cpu", "cpu"]
+
+
+def test_freeing_device_memory_empties_the_cuda_cache_and_leaves_a_cpu_alone(monkeypatch):
+    emptied = []
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(True))
+    dev.free_device_memory("cpu")
+    dev.free_device_memory(None)
+    assert emptied == []
+    dev.free_device_memory("cuda:0")
+    assert emptied == [True]
+
+
+def test_a_released_regressor_answers_again_from_its_checkpoint(tmp_path):
+    from harness.models.regressors import CNNRegressor
+
+    spec = ModelSpec(id="r", source="cnn", name="mlp", options={"max_epochs": 1, "hidden": 8})
+    model = build_adapter(spec).to("cpu")
+    assert isinstance(model, CNNRegressor)
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 255, (24, 20, 20), dtype=np.uint8)
+    y = rng.random(24).astype(np.float32)
+
+    class Data:
+        targets = y
+
+        def __len__(self):
+            return len(x)
+
+        def images(self, idx):
+            return x[idx]
+
+    model.fit(Data(), Data())
+    before = model.predict(x)
+    model.save(tmp_path / "r.pt")
+    model.release()
+    with pytest.raises(ModelError, match="not trained"):
+        model.predict(x)
+    assert np.array_equal(model.load(tmp_path / "r.pt").predict(x), before)

@@ -87,6 +87,34 @@ def test_python_fingerprint_follows_options_weights_and_code(tmp_path):
     assert rule.capabilities == {"generate"} and rule.fingerprint["fingerprint"]["rule"] == "aspect-ratio"
 
 
+def test_a_released_python_model_is_built_again_and_a_live_one_is_kept():
+    """When its battery ends the runner releases a model: an object the harness built from the
+    callable is dropped (built again, answering alike, if called later); a live object handed to
+    ``harness.evaluate`` belongs to its caller and stays."""
+    import weakref
+
+    import numpy as np
+    from PIL import Image
+
+    from harness.models.python_source import LIVE, LIVE_PREFIX
+
+    images = [Image.new("RGB", (32, 32), (40 * i, 90, 200 - 40 * i)) for i in range(3)]
+    built = make_adapter(python_spec(str(REPO / "examples/tiny_torch_net.py") + ":build", width=8))
+    before = built.embed(images)
+    first = weakref.ref(built.model)
+    built.release()
+    assert built.model is None and first() is None
+    assert np.array_equal(built.to("cpu").embed(images), before)
+    live = built.model
+    LIVE[f"{LIVE_PREFIX}mine"] = live
+    try:
+        kept = make_adapter(python_spec(f"{LIVE_PREFIX}mine"))
+        kept.release()
+        assert kept.model is live
+    finally:
+        del LIVE[f"{LIVE_PREFIX}mine"]
+
+
 def test_python_import_errors_name_the_module_or_callable(tmp_path):
     with pytest.raises(ModelError, match="cannot import module 'no_such_pkg.models'"):
         make_adapter(python_spec("no_such_pkg.models:build"))

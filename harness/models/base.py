@@ -137,6 +137,11 @@ class ModelAdapter:
         self.device = device
         return self
 
+    def release(self) -> None:
+        """Drop the loaded weights; the runner calls it when the model's battery ends, so a
+        roster holds one model in memory at a time. A later call loads them again. Default:
+        nothing held (an API model)."""
+
     # a capability the adapter lacks: plan() never pairs it with a readout that calls this
     def embed(self, images: list[Image.Image]) -> np.ndarray:
         raise ModelError(f"model {self.spec.id!r} cannot embed")

@@ -155,6 +155,18 @@ def place(model: Any, device: str | None, dtype: Any = None) -> Any:
     return model
 
 
+def free_device_memory(device: str | None) -> None:
+    """After a model is released (``ModelAdapter.release``): on CUDA, collect the reference
+    cycles that may still hold its tensors and give the allocator's cached blocks back, so the
+    next model of a roster finds the memory free. On a CPU its memory returns to the heap that
+    the next model reuses (``keep_cpu_heap``)."""
+    if is_cuda(device):
+        import torch
+
+        gc.collect()
+        torch.cuda.empty_cache()
+
+
 def to_device(x: Any, device: str | None, dtype: Any = None, channels_last: bool = False) -> Any:
     """A host tensor on ``device``. On CUDA the copy goes through pinned (page-locked) memory and
     does not block the host; the cast to ``dtype`` happens after the copy, on the GPU, so a uint8

@@ -149,6 +149,9 @@ class TorchEncoder(ModelAdapter):
             self._model = place(self._model, device)
         return self
 
+    def release(self) -> None:
+        self._model = self._transform = None
+
     def preprocess(self, images: list[Image.Image]):
         import torch
 

@@ -164,6 +164,9 @@ class HFVLM(ModelAdapter):
             self._model = self._model.to(device)
         return self
 
+    def release(self) -> None:
+        self._model = self._processor = None
+
     def load(self):
         if self._model is None:
             import torch

@@ -25,6 +25,7 @@ import importlib.util
 import inspect
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -148,19 +149,17 @@ class PythonModel(ModelAdapter):
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)
         self.options = {k: v for k, v in spec.options.items() if k != "generation"}
+        self._build: Callable[[], object] | None = None  # None: a live object, the caller's to keep
         if spec.name.startswith(LIVE_PREFIX):
             if spec.name not in LIVE:
                 raise ModelError(f"model {spec.id!r}: no live object {spec.name!r} in this process")
-            self.model = LIVE[spec.name]
+            self.model: object | None = LIVE[spec.name]
             origin: dict[str, Any] = {"class": f"{type(self.model).__module__}.{type(self.model).__qualname__}"}
             code = _source_digest(self.model)
         else:
             fn, module_name = _import(spec)
-            try:
-                self.model = fn(**self.options)
-            except Exception as e:
-                raise ModelError(f"model {spec.id!r}: {spec.name}(**options) failed: "
-                                 f"{type(e).__name__}: {e}") from e
+            self._build = lambda: fn(**self.options)
+            self.model = self._built()
             origin = {"callable": f"{module_name}:{fn.__qualname__}"}
             code = _source_digest(fn, self.model)
         self.capabilities = capabilities_of(self.model)
@@ -171,9 +170,28 @@ class PythonModel(ModelAdapter):
             self._fingerprint = {"source": "python", **origin, "options": self.options,
                                  "code_sha256": code, "state_dict_sha256": _state_dict_digest(self.model)}
 
+    def _built(self) -> object:
+        assert self._build is not None
+        try:
+            return self._build()
+        except Exception as e:
+            raise ModelError(f"model {self.spec.id!r}: {self.spec.name}(**options) failed: "
+                             f"{type(e).__name__}: {e}") from e
+
     @property
     def fingerprint(self) -> dict[str, Any]:
         return self._fingerprint
+
+    def release(self) -> None:
+        """The object built from the callable goes (built again if called later); a live object
+        handed to ``harness.evaluate`` stays its owner's."""
+        if self._build is not None:
+            self.model = None
+
+    def _object(self) -> object:
+        if self.model is None:  # released: built again (the runner then places it with to())
+            self.model = self._built()
+        return self.model
 
     @property
     def model_version(self) -> str:
@@ -181,22 +199,25 @@ class PythonModel(ModelAdapter):
 
     def to(self, device: str) -> PythonModel:
         self.device = device
-        if isinstance(self.model, Placeable):
-            self.model.to(device)
+        if isinstance(model := self._object(), Placeable):
+            model.to(device)
         return self
 
     def embed(self, images: list[Image.Image]) -> np.ndarray:
-        assert isinstance(self.model, Embeds)
-        return np.asarray(self.model.embed(images), dtype=np.float32)
+        model = self._object()
+        assert isinstance(model, Embeds)
+        return np.asarray(model.embed(images), dtype=np.float32)
 
     def predict(self, images: list[Image.Image]) -> np.ndarray:
-        assert isinstance(self.model, Predicts)
-        return np.asarray(self.model.predict(images), dtype=float)
+        model = self._object()
+        assert isinstance(model, Predicts)
+        return np.asarray(model.predict(images), dtype=float)
 
     def generate(self, image: Image.Image, prompt: str, settings: dict[str, Any]) -> Generation:
-        assert isinstance(self.model, Generates)
+        model = self._object()
+        assert isinstance(model, Generates)
         t0 = time.perf_counter()
-        out = self.model.generate(image, prompt, settings)
+        out = model.generate(image, prompt, settings)
         if isinstance(out, Generation):
             return out
         return Generation(text=None if out is None else str(out), latency_s=time.perf_counter() - t0)

@@ -267,6 +267,10 @@ class CNNRegressor(ModelAdapter):
         self.nets = [place(net, device) for net in self.nets]
         return self
 
+    def release(self) -> None:
+        """The trained networks go (their checkpoint stays: ``load`` brings them back)."""
+        self.nets = []
+
     # -- tensors
     def _tensor(self, arr: np.ndarray, device):
         import torch

@@ -18,7 +18,7 @@ import numpy as np
 from PIL import Image
 
 from ..models.base import Generation, ModelAdapter, ModelSpec, fingerprint_hash
-from ..models.device import chunk_size, is_cuda, keep_cpu_heap, prepares_beside
+from ..models.device import chunk_size, free_device_memory, is_cuda, keep_cpu_heap, prepares_beside
 from ..readouts.base import Response
 from ..readouts.registry import get_readout
 from ..stimuli.base import StimulusSet, prefetched
@@ -88,6 +88,13 @@ class CountingAdapter:
             return method(*args)
         except Exception as e:  # recorded per trial by _respond, never a crash of the battery
             raise AdapterCallError(type(e).__name__) from e
+
+    def release(self) -> None:
+        """The model's weights dropped when its battery ends, and where it ran on a GPU the
+        memory they held freed, before the roster's next model loads."""
+        self.adapter.release()
+        if self._placed:
+            free_device_memory(self.device)
 
     def embed(self, images: list[Image.Image]) -> np.ndarray:
         return self._call(self.adapter.embed, images)
