@@ -2,7 +2,10 @@
 truncates them, values rounded to what their interval justifies, the experiment opening on the
 runs table, and records whose lines start with the trial's identity, response and correctness."""
 
+import contextlib
 import json
+
+import pytest
 
 
 def test_headline_names_are_short_and_distinct_when_truncated():
@@ -68,6 +71,34 @@ def test_battery_run_sets_kind_view_key_order_and_table(tmp_path):
     loaded = client.load_table(exp.experiment_id, "tables/closure.nat.silhouette.json", run_ids=[run.run_id])
     assert len(loaded) == 80 and list(loaded.columns[:4]) == ["stimulus_id", "rep", "model", "response"]
     assert loaded["trial_id"].tolist() == [r["trial_id"] for r in records]
+
+
+def test_the_runs_table_view_is_read_once_per_battery(tmp_path, monkeypatch):
+    """Each task's headline metrics join the experiment's view, read back once per battery (a
+    store round trip per task before), also when the battery fails after its first task."""
+    from mlflow import MlflowClient
+
+    from harness.tracking.mlflow_run import SHARED_VIEW_TAG, BatteryRun
+    from tests.test_reports import MARK, SIL, battery_scores
+
+    reads = []
+    real = MlflowClient.get_experiment
+    monkeypatch.setattr(MlflowClient, "get_experiment", lambda self, i: (reads.append(i), real(self, i))[1])
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    scores = battery_scores(0.5)
+    for tasks, fail in (([SIL, MARK], False), ([SIL], True)):
+        reads.clear()
+        with pytest.raises(RuntimeError) if fail else contextlib.nullcontext(), \
+                BatteryRun(uri=uri, experiment="view", run_name="m", tags={}) as run:
+            for task in tasks:
+                path = tmp_path / f"{task}.jsonl"
+                path.write_text(json.dumps({"parse_status": "ok"}) + "\n")
+                run.log_task(task, scores[task], [{"parse_status": "ok"}], {}, {}, path)
+            if fail:
+                raise RuntimeError("crash")
+        assert len(reads) == 1
+    view = json.loads(MlflowClient(uri).get_experiment_by_name("view").tags[SHARED_VIEW_TAG])
+    assert view["selectedColumns"] == ["metrics.`color.B`", "metrics.`sil.B`", "metrics.`sil.kappa`"]
 
 
 def test_ui_refuses_a_missing_store_in_one_line(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -261,3 +262,40 @@ def test_a_runs_figures_are_rendered_in_the_background_then_logged_and_closed(tm
     assert [a.path for a in MlflowClient(uri).list_artifacts(run.run_id, "records")] == [
         "records/closure.nat.silhouette.jsonl"]
     assert not plt.fignum_exists(failing["closure.nat.silhouette.confusion.png"].number)
+
+
+def test_training_curves_are_one_store_write_and_the_checkpoint_is_staged(tmp_path, monkeypatch):
+    """A model trained for a task logs its curves as a batch (a thousand metrics per store
+    write, MLflow's limit), not a store write per epoch, which for a 100-epoch training cost
+    seconds; its checkpoint is logged with the run's other artifacts in one call."""
+    import mlflow
+    from mlflow import MlflowClient
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    from harness.tracking.mlflow_run import BatteryRun
+
+    writes, single_files = [], []
+    real_batch = SqlAlchemyStore.log_batch
+    monkeypatch.setattr(SqlAlchemyStore, "log_batch", lambda self, run_id, metrics, params, tags, **k: (
+        writes.append(len(metrics)), real_batch(self, run_id, metrics, params, tags, **k))[1])
+    monkeypatch.setattr(mlflow, "log_artifact", lambda *a, **k: single_files.append(a))
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    ckpt = tmp_path / "net.pt"
+    ckpt.write_bytes(b"weights")
+    task = "ratio.chart.grape_type1"
+    one_fold = [{"epoch": e, "train_loss": 1.0 / e, "val_loss": 2.0 / e, "seconds": 0.5} for e in range(1, 121)]
+    with BatteryRun(uri=uri, experiment="train", run_name="m", tags={}) as run:
+        writes.clear()
+        run.log_training(task, [one_fold], {"checkpoint": ckpt})
+        assert writes == [360]  # 120 epochs x 3 curves, one write
+        writes.clear()
+        run.log_training("ratio.chart.grape_type2", [one_fold] * 3, {})
+        assert writes == [1000, 80]  # 3 folds: 1080 metrics in writes of at most 1000
+    client = MlflowClient(uri)
+    curve = client.get_metric_history(run.run_id, f"{task}/train/val_loss")
+    assert [m.step for m in curve] == list(range(1, 121)) and curve[-1].value == 2.0 / 120
+    assert len(client.get_metric_history(run.run_id, "ratio.chart.grape_type2/train/fold2/train_loss")) == 120
+    assert single_files == []
+    assert [a.path for a in client.list_artifacts(run.run_id, f"models/{task}")] == [f"models/{task}/net.pt"]
+    local = client.download_artifacts(run.run_id, f"models/{task}/net.pt", str(tmp_path / "dl"))
+    assert Path(local).read_bytes() == b"weights"
