@@ -341,7 +341,10 @@ class CNNRegressor(ModelAdapter):
         else:
             opt = torch.optim.SGD(net.parameters(), lr=float(o["lr"]), momentum=float(o["momentum"]),
                                   nesterov=bool(o["nesterov"]), weight_decay=float(o["weight_decay"]))
-        net, opt = acc.prepare(net, opt)
+        # only the network goes through accelerate (DDP across processes: its backward syncs
+        # the gradients); the steps are plain torch, as accelerate's optimizer and backward
+        # wrappers add nothing without mixed precision or accumulation, and cost per step
+        net = acc.prepare_model(net)
         gen = torch.Generator().manual_seed(int(o["seed"]) + len(self.nets))
         rng = np.random.default_rng(int(o["seed"]) + len(self.nets))
         bs = int(o["batch_size"])
@@ -362,9 +365,9 @@ class CNNRegressor(ModelAdapter):
                 y = torch.from_numpy(targets).to(acc.device)
                 loss = torch.nn.functional.mse_loss(net(x).squeeze(1), y)
                 opt.zero_grad()
-                acc.backward(loss)
+                loss.backward()
                 if o["grad_clip"]:
-                    acc.clip_grad_norm_(net.parameters(), float(o["grad_clip"]))
+                    torch.nn.utils.clip_grad_norm_(net.parameters(), float(o["grad_clip"]))
                 opt.step()
                 total += float(loss.detach()) * len(targets)
                 count += len(targets)
