@@ -24,7 +24,7 @@ from typing import Any
 from . import __version__
 from .errors import GestaltError
 from .models.base import CAPABILITIES, ModelAdapter, ModelSpec, fingerprint_hash
-from .models.device import cpu_heap_wanted
+from .models.device import cpu_heap_wanted, long_lived_frozen
 from .models.registry import make_adapter
 from .readouts.base import Readout, UnknownReadoutOption
 from .readouts.registry import get_readout
@@ -263,8 +263,9 @@ def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
     results = []
     try:
         with interrupts_as_exceptions():
-            for p in planned:
-                results.append(_run_battery(recipe, p, stimsets, dist, echo, new_run=new_run))
+            for i, p in enumerate(planned):
+                with long_lived_frozen(collect_after=i + 1 < len(planned)):
+                    results.append(_run_battery(recipe, p, stimsets, dist, echo, new_run=new_run))
     finally:
         dist.close()
     return results

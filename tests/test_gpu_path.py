@@ -390,3 +390,56 @@ def test_a_released_regressor_answers_again_from_its_checkpoint(tmp_path):
     with pytest.raises(ModelError, match="not trained"):
         model.predict(x)
     assert np.array_equal(model.load(tmp_path / "r.pt").predict(x), before)
+
+
+def test_a_battery_runs_with_the_long_lived_heap_frozen(tmp_path, monkeypatch):
+    """While a battery runs, the objects alive when it started (modules, the plan: most of the
+    heap) are out of the cyclic collector's full passes, which otherwise walk all of them at
+    whatever moment the battery's allocations trigger one. Between batteries one collection
+    frees what the last model left in reference cycles before the next loads; after the last
+    none is made, and the process's collector is as it was."""
+    import gc
+    import weakref
+
+    from harness.models.encoders import TimmEncoder
+    from harness.recipes import load_recipe
+    from harness.run import run_recipe
+    from tests.conftest import MIRROR
+
+    seen: dict[str, tuple[int, list[str]]] = {}
+    cyclic: dict[str, weakref.ref] = {}
+    collections: list[int] = []
+    real_embed, real_collect = TimmEncoder.embed, gc.collect
+
+    def embed(self, images):
+        if self.spec.id not in cyclic:  # a cycle through the model: only the collector frees it
+            self.load().cycle = self._model
+            cyclic[self.spec.id] = weakref.ref(self._model)
+        seen[self.spec.id] = (gc.get_freeze_count(), sorted(k for k, r in cyclic.items() if r() is not None))
+        return real_embed(self, images)
+
+    monkeypatch.setattr(TimmEncoder, "embed", embed)
+    monkeypatch.setattr(gc, "collect", lambda *a: (collections.append(1), real_collect(*a))[1])
+
+    def run(models):
+        path = tmp_path / "roster.yaml"
+        entries = "".join(f"  - {{id: {m}, source: timm, name: test_vit, weights: random, batch_size: 40}}\n"
+                          for m in models)
+        path.write_text(f"name: roster\nmodels:\n{entries}tasks: [closure.nat.silhouette]\n"
+                        f"data: {{mirror: {MIRROR}}}\nruntime: {{device: cpu, progress: false}}\n"
+                        f"tracking: {{enabled: false}}\noutput_dir: {tmp_path / 'out'}\n")
+        seen.clear(), collections.clear()
+        run_recipe(load_recipe(path), echo=lambda *_: None)
+
+    run(["a", "b"])
+    assert all(frozen > 10_000 for frozen, _ in seen.values()), seen
+    assert seen["b"][1] == ["b"]  # a's cycle was collected before b ran
+    assert len(collections) == 1 and gc.get_freeze_count() == 0
+    run(["c"])
+    assert collections == [] and gc.get_freeze_count() == 0
+    gc.disable()  # a process that manages its collector itself is left alone
+    try:
+        run(["d"])
+        assert seen["d"][0] == 0 and gc.get_freeze_count() == 0 and not gc.isenabled()
+    finally:
+        gc.enable()
