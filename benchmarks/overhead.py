@@ -22,7 +22,9 @@ noise only adds time; the physical limit is about 1.0, the model's own work), th
 medians beside it, where the bare loop's time goes and what gestalt adds by phase.
 A task's gestalt time is what the run spent on it in the main thread (its trials, scores, figures
 drawn, MLflow logging); its figures are saved to PNG in the background meanwhile, and the run's
-wall time (preflight, the MLflow run, waiting for the last figures) is the battery row.
+wall time (preflight, the MLflow run, waiting for the last figures) is the battery row. Each
+run also prints the full passes of Python's cyclic garbage collector that fell in its timed
+reps, per side (a pause that walks every object of the process wherever it lands).
 
 Both sides run with the process's heap as the harness sets it for a torch model on a CPU
 (``harness.models.device.keep_cpu_heap``: glibc keeps the memory a forward pass frees);
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import os
 import shutil
 import statistics
@@ -91,6 +94,38 @@ class Phases(Counter):
         now = time.perf_counter()
         self[phase] += now - since
         return now
+
+
+class FullCollections:
+    """Seconds the cyclic garbage collector spends in full (generation 2) passes, by side: each
+    walks every object the process holds (the harness freezes the long-lived ones for a battery,
+    harness.models.device.long_lived_frozen), so one lands as a pause wherever it falls."""
+
+    def __init__(self):
+        self.seconds: Counter = Counter()
+        self.passes: Counter = Counter()
+        self.side: str | None = None
+        self._start = 0.0
+        gc.callbacks.append(self._record)
+
+    def _record(self, phase: str, info: dict) -> None:
+        if info["generation"] != 2 or self.side is None:
+            return
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.seconds[self.side] += time.perf_counter() - self._start
+            self.passes[self.side] += 1
+
+    def timed(self, side: str, fn: Callable[..., Any], *args: Any) -> Any:
+        self.side = side
+        try:
+            return fn(*args)
+        finally:
+            self.side = None
+
+    def close(self) -> None:
+        gc.callbacks.remove(self._record)
 
 
 # -- the bare loops -----------------------------------------------------------------------------
@@ -372,10 +407,14 @@ def main() -> None:
             gestalt(run, mirror, store)  # warm-up
             bare(run, mirror, store)
             sides: dict[str, list] = {"bare": [], "gestalt": []}
+            full = FullCollections()
             for _ in range(args.reps):
-                sides["bare"].append(bare(run, mirror, store))
-                sides["gestalt"].append(gestalt(run, mirror, store))
+                sides["bare"].append(full.timed("bare", bare, run, mirror, store))
+                sides["gestalt"].append(full.timed("gestalt", gestalt, run, mirror, store))
+            full.close()
             ratios.update(report(run, sides))
+            print(f"{'':<16}full gc passes over the timed reps: " + "; ".join(
+                f"{side} {full.passes[side]} ({full.seconds[side]:.2f} s)" for side in sides))
         print()
         over = [name for name, r in ratios.items() if r > 1.05]
         print("every row <= 1.05" if not over else f"rows over 1.05: {', '.join(over)}")
