@@ -12,6 +12,21 @@ from tests.conftest import MIRROR
 TASK = "ratio.chart.grape_type1"
 
 
+def tiny_lenet_recipe(folder: Path, tracking: dict, epochs: int = 2, **task_options) -> dict:
+    """A bar-chart recipe whose lenet trains in seconds on a CPU, its checkpoints under ``folder``."""
+    return {
+        "name": "bars-tiny", "tasks": [TASK],
+        "models": [{"id": "tiny-cnn", "source": "cnn", "name": "lenet", "family": "cnn-from-scratch",
+                    "batch_size": 64,
+                    "options": {"conv": [4, 8], "hidden": 16, "max_epochs": epochs, "patience": epochs,
+                                "batch_size": 16, "lr": 1.0e-3}}],
+        "task_options": {TASK: {"n_train": 48, "n_val": 16, "n_test": 20, "ood": "all", "n_ood": 2,
+                                "readout": {"checkpoint_dir": str(folder / "ckpt")}, **task_options}},
+        "bootstrap": {"n_boot": 200},
+        "runtime": {"progress": False, "device": "cpu"}, "data": {"mirror": str(MIRROR)},
+        "tracking": tracking, "output_dir": str(folder / "out")}
+
+
 def test_cnn_battery_logs_training_and_registers_the_model(tmp_path):
     import mlflow
     import torch
@@ -21,18 +36,7 @@ def test_cnn_battery_logs_training_and_registers_the_model(tmp_path):
     from harness.run import run_recipe
     from harness.tracking.scorecards import RegistryError, register_trained_model
 
-    recipe = {
-        "name": "bars-tiny", "tasks": [TASK],
-        "models": [{"id": "tiny-cnn", "source": "cnn", "name": "lenet", "family": "cnn-from-scratch",
-                    "batch_size": 64,
-                    "options": {"conv": [4, 8], "hidden": 16, "max_epochs": 2, "patience": 2,
-                                "batch_size": 16, "lr": 1.0e-3}}],
-        "task_options": {TASK: {"n_train": 48, "n_val": 16, "n_test": 20, "ood": "all", "n_ood": 2,
-                                "readout": {"checkpoint_dir": str(tmp_path / "ckpt")}}},
-        "bootstrap": {"n_boot": 200},
-        "runtime": {"progress": False, "device": "cpu"}, "data": {"mirror": str(MIRROR)},
-        "tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db", "experiment": "bars"},
-        "output_dir": str(tmp_path / "out")}
+    recipe = tiny_lenet_recipe(tmp_path, {"uri": f"sqlite:///{tmp_path}/mlflow.db", "experiment": "bars"})
     path = tmp_path / "r.yaml"
     path.write_text(yaml.safe_dump(recipe, sort_keys=False))
     results = run_recipe(load_recipe(path), echo=lambda *_: None)

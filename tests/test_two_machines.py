@@ -87,21 +87,14 @@ def test_two_processes_train_one_regressor(tmp_path):
     from harness.run import build_stimsets
     from harness.sources import Sources
     from harness.stimuli.bars.render import render_stimuli
+    from tests.test_bars_battery import TASK as task
+    from tests.test_bars_battery import tiny_lenet_recipe
 
-    task = "ratio.chart.grape_type1"
     folder = tmp_path / "cnn"
     folder.mkdir()
     path = folder / "r.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": "ddp-cnn", "tasks": [task],
-        "models": [{"id": "lenet", "source": "cnn", "name": "lenet", "batch_size": 64,
-                    "options": {"conv": [4, 8], "hidden": 16, "max_epochs": 3, "patience": 3,
-                                "batch_size": 16, "lr": 1.0e-3}}],
-        "task_options": {task: {"n_train": 64, "n_val": 16, "n_test": 24, "ood": "none", "n_ood": 4,
-                                "readout": {"checkpoint_dir": str(folder / "ckpt")}}},
-        "bootstrap": {"n_boot": 200},
-        "runtime": {"progress": False, "device": "cpu"}, "data": {"mirror": str(MIRROR)},
-        "tracking": {"enabled": False}, "output_dir": str(folder / "out")}))
+    path.write_text(yaml.safe_dump(tiny_lenet_recipe(folder, {"enabled": False}, epochs=3, n_train=64,
+                                                     n_test=24, ood="none", n_ood=4)))
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", GESTALT_DEVICE="cpu")
     launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_machines", "1",
               "--num_processes", "2", "--main_process_port", str(free_port()),
@@ -115,7 +108,7 @@ def test_two_processes_train_one_regressor(tmp_path):
     model = build_adapter(recipe.models[0]).to("cpu").load(checkpoint)
     stimset = build_stimsets(recipe, Sources(mirror=MIRROR), [task])[task]
     expected = dict(zip((s.stimulus_id for s in stimset.test), model.predict(render_stimuli(stimset.test))))
-    records = [json.loads(x) for x in (folder / "out/lenet/records" / f"{task}.jsonl").read_text().splitlines()]
+    records = [json.loads(x) for x in (folder / "out/tiny-cnn/records" / f"{task}.jsonl").read_text().splitlines()]
     assert len(records) == len(expected) == 24 and {r["stimulus_id"] for r in records} == set(expected)
     got = np.array([r["response"] for r in records])
     assert np.allclose(got, [expected[r["stimulus_id"]] for r in records], rtol=1e-5, atol=1e-6)
