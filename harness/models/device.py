@@ -181,10 +181,10 @@ def long_lived_frozen(collect_after: bool) -> Iterator[None]:
 
 
 def free_device_memory(device: str | None) -> None:
-    """After a model is released (``ModelAdapter.release``): on CUDA, collect the reference
-    cycles that may still hold its tensors and give the allocator's cached blocks back, so the
-    next model of a roster finds the memory free. On a CPU its memory returns to the heap that
-    the next model reuses (``keep_cpu_heap``)."""
+    """On CUDA, collect the reference cycles that may still hold dropped tensors and give the
+    allocator's cached blocks back: after a model is released (``ModelAdapter.release``), so the
+    next model of a roster finds the memory free, and after an out-of-memory try (``BatchSizer``).
+    On a CPU freed memory returns to the heap that the next model reuses (``keep_cpu_heap``)."""
     if is_cuda(device):
         import torch
 
@@ -257,9 +257,7 @@ class BatchSizer:
                                      f"size 1 (batch_size auto)") from e
             # out of the except block, the failed call's frames and the GPU tensors they held are
             # released; only then can the cache give their memory back for a smaller try
-            if is_cuda(device):
-                gc.collect()
-                torch.cuda.empty_cache()
+            free_device_memory(device)
             self.size = size // 2
             log.warning("%s: out of memory at batch size %d on %s; retrying at %d",
                         self.spec.id, size, device, self.size)
