@@ -266,8 +266,8 @@ def test_a_runs_figures_are_rendered_in_the_background_then_logged_and_closed(tm
 
 def test_training_curves_are_one_store_write_and_the_checkpoint_is_staged(tmp_path, monkeypatch):
     """A model trained for a task logs its curves as a batch (a thousand metrics per store
-    write, MLflow's limit), not a store write per epoch, which for a 100-epoch training cost
-    seconds; its checkpoint is logged with the run's other artifacts in one call."""
+    write, MLflow's limit), not a store write per epoch; its checkpoint is logged with the run's
+    other artifacts in one call."""
     import mlflow
     from mlflow import MlflowClient
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore

@@ -503,7 +503,7 @@ class BatteryRun:
         """Training curves (per fold, per epoch) and the checkpoint of a model trained for a task.
 
         The curves go in batches of MLflow's most metrics per call, not a store write per epoch
-        (a 100-epoch training took seconds); the checkpoint is staged with the run's artifacts."""
+        (a store round trip each); the checkpoint is staged with the run's artifacts."""
         from mlflow.entities import Metric
         from mlflow.utils.validation import MAX_METRICS_PER_BATCH
 
