@@ -1,9 +1,13 @@
 """Two parts of a run's fixed cost, side by side with what they replaced.
 
-- Figures: saving the silhouettes' per-run figures to PNG (what the last task of a battery
-  waits for), the confusion matrix as the harness lays it out (by hand, no layout engine)
-  against the same figure under matplotlib's constrained layout, which lays the figure out again
-  at every save; and the accuracy-kappa plot.
+- Figures: saving the silhouettes' per-run figures to PNG as a run saves them (what the last
+  task of a battery waits for): the confusion matrix and the accuracy-kappa plot as the harness
+  lays them out (by hand, ``reports.figures.set_margins``) against the same figures under
+  matplotlib's constrained layout, which draws a figure once more at every save; and both
+  figures saved by the background thread alone against a run's end, where the waiting thread
+  saves what the background one has not started (one compresses a PNG, which releases the
+  interpreter's lock, while the other draws); the PNG at the run's zlib level against
+  matplotlib's default.
 - The garbage collector: how many objects a process holds once torch, timm, transformers,
   MLflow and matplotlib are imported and a model is loaded, what one full cyclic collection over
   them costs, and what it costs with them frozen as a battery runs
@@ -19,8 +23,8 @@ from __future__ import annotations
 
 import argparse
 import gc
-import io
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -41,10 +45,14 @@ def fastest(fn: Callable[[], object], reps: int) -> float:
 
 
 def figures(mirror: Path, reps: int) -> None:
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
     from harness.reports import figures as F
     from harness.scores.tasks import Bootstrap, get_family
     from harness.sources import Sources
     from harness.stimuli.registry import get_task
+    from harness.tracking.mlflow_run import PNG_COMPRESSION, _savefig, finish_saving
 
     task = get_task("closure.nat.silhouette")
     stimset = task.build(Sources(mirror=mirror))
@@ -54,22 +62,47 @@ def figures(mirror: Path, reps: int) -> None:
                for s in stimset.test]
     scores = get_family(task.scoring).score(records, stimset, Bootstrap(n=200, n_kappa=200))
     figs = F.battery_figures(task.task_id, records, scores, stimset, "modal-human")
-
-    def save(fig) -> Callable[[], object]:
-        return lambda: fig.savefig(io.BytesIO())
-
     confusion = figs[f"{task.task_id}.confusion.png"]
     kappa = figs[f"{task.task_id}.accuracy_vs_kappa.png"]
-    by_hand = fastest(save(confusion), reps)
-    relaid = F.confusion_figure(records, stimset, "modal-human")
-    relaid.set_layout_engine("constrained")
-    engine = fastest(save(relaid), reps)
-    plot = fastest(save(kappa), reps)
-    print(f"confusion matrix, laid out by hand        {by_hand:6.3f} s")
-    print(f"the same under constrained layout         {engine:6.3f} s  ({engine / by_hand:.2f}x)")
-    print(f"accuracy vs kappa                         {plot:6.3f} s")
-    print(f"the silhouettes' two per-run figures      {by_hand + plot:6.3f} s")
-    F.close({**figs, "relaid": relaid})
+    folder = Path(tempfile.mkdtemp(prefix="gestalt-fixed-cost-"))
+
+    def save(fig, name: str = "a.png") -> Callable[[], object]:
+        return lambda: _savefig(fig, folder / name)  # as a run saves its figures
+
+    def relaid(fig):  # the same figure under a layout engine, as these figures were drawn before
+        fig.set_layout_engine("constrained")
+        return fig
+
+    rows = [("confusion matrix", confusion, relaid(F.confusion_figure(records, stimset, "modal-human"))),
+            ("accuracy vs kappa", kappa, relaid(F.score_figures(task.task_id, scores, "modal-human", stimset)[
+                f"{task.task_id}.accuracy_vs_kappa.png"]))]
+    for name, by_hand, engine in rows:
+        t_hand, t_engine = fastest(save(by_hand), reps), fastest(save(engine, "c.png"), reps)
+        kib = (folder / "a.png").stat().st_size / 1024
+        print(f"{name + ', as a run saves it':<42}{t_hand:6.3f} s  {kib:.0f} KiB (by hand, zlib level "
+              f"{PNG_COMPRESSION})")
+        print(f"{'  under constrained layout':<42}{t_engine:6.3f} s  ({t_engine / t_hand:.2f}x)")
+        t_default = fastest(lambda fig=by_hand: fig.savefig(folder / "b.png"), reps)
+        kib = (folder / "b.png").stat().st_size / 1024
+        print(f"{'  at the default zlib level 6':<42}{t_default:6.3f} s  {kib:.0f} KiB")
+
+    def both(finish: bool) -> Callable[[], object]:
+        def run() -> None:  # what the last task of a run waits for
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                pending = [(fig, folder / f"{i}.png", pool.submit(save(fig, f"{i}.png")))
+                           for i, fig in enumerate((confusion, kappa))]
+                if finish:  # as a run ends: this thread saves what the background one has not started
+                    finish_saving(pending)
+                else:
+                    for _, _, job in pending:
+                        job.result()
+        return run
+
+    one, two = fastest(both(False), reps), fastest(both(True), reps)
+    print(f"{'both saved by the background thread':<42}{one:6.3f} s")
+    print(f"{'  and by the waiting thread (a run)':<42}{two:6.3f} s  ({one / two:.2f}x faster)")
+    F.close({**figs, **{f"relaid{i}": engine for i, (_, _, engine) in enumerate(rows)}})
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def collector(reps: int) -> None:

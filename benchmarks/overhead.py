@@ -346,7 +346,9 @@ def gestalt(run: Run, mirror: Path, store: Path) -> tuple[float, dict[str, Count
         recipe = recipe_for(run, mirror, store, Path(tmp) / "out")
         os.environ["GESTALT_CHECKPOINTS"] = tmp  # a trained CNN is trained again, not loaded
         t0 = time.perf_counter()
-        [result] = run_recipe(recipe, echo=lambda *_: None)
+        # a new MLflow run in the existing store, as a first run makes (the rep before would
+        # otherwise be continued: same battery, other record files)
+        [result] = run_recipe(recipe, echo=lambda *_: None, new_run=True)
         return time.perf_counter() - t0, result.seconds
 
 

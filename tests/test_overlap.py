@@ -224,36 +224,52 @@ def test_a_runs_figures_are_rendered_in_the_background_then_logged_and_closed(tm
     from tests.test_cli import write_modal_human_records
     from tests.test_reports import battery_scores
 
-    rendered_in = []
+    rendered_in = {}
+    started, drawn = threading.Event(), threading.Event()
 
-    def figure():
+    def figure(name, before=None, after=None):
         fig, ax = plt.subplots(figsize=(2, 2))
+        drawn_figures.append(fig)
         ax.plot([0, 1], [0, 1])
         real = fig.savefig
-        fig.savefig = lambda *a, **k: (rendered_in.append(
-            (threading.current_thread().name, os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))),
-            real(*a, **k))
+
+        def save(*a, **k):
+            rendered_in[name] = (threading.current_thread().name,
+                                 os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+            if before:
+                before()
+            real(*a, **k)
+            if after:
+                after()
+        fig.savefig = save
         return fig
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     path = write_modal_human_records(tmp_path / "closure.nat.silhouette.jsonl")
     records = RecordStore(path).read()
     scores = battery_scores(0.5)["closure.nat.silhouette"]
-    figs = {"closure.nat.silhouette.confusion.png": figure()}
+    # the first figure holds the background thread until the second one is saved
+    first, second = "closure.nat.silhouette.accuracy_vs_kappa.png", "closure.nat.silhouette.confusion.png"
+    drawn_figures = []
+    figs = {first: figure(first, before=lambda: (started.set(), drawn.wait(60))),
+            second: figure(second, after=drawn.set)}
     with BatteryRun(uri=uri, experiment="figs", run_name="m", tags={}) as run:
         run.log_task("closure.nat.silhouette", scores, records, {}, figs, path)
+        assert started.wait(60)
         run.log_battery(intervals={}, recipe={}, recipe_sha256="f" * 64, stimulus_sets={})
-    # in the background, at the lowest CPU priority: in the gaps the model leaves
-    assert rendered_in == [("gestalt-figures_0", 19)]
+    # saved in the background, at the lowest CPU priority: in the gaps the model leaves; what
+    # that thread had not started when the battery ended, the main thread saved instead of waiting
+    assert rendered_in == {first: ("gestalt-figures_0", 19), second: ("MainThread", 0)}
     logged = [a.path for a in MlflowClient(uri).list_artifacts(run.run_id, "figures")]
-    assert logged == ["figures/closure.nat.silhouette.confusion.png"]
+    assert logged == [f"figures/{name}" for name in sorted(figs)]
     local = MlflowClient(uri).download_artifacts(run.run_id, logged[0], str(tmp_path / "dl"))
     assert Image.open(local).size == (300, 300)  # 2 x 2 inches at the report's 150 dpi
-    assert not plt.fignum_exists(figs["closure.nat.silhouette.confusion.png"].number)
+    assert len(drawn_figures) == 2 and not any(plt.fignum_exists(fig.number) for fig in drawn_figures)
 
     # a run that fails before its end still waits for and closes its figures, logging none, and
     # logs the records of the tasks it finished
-    failing = {"closure.nat.silhouette.confusion.png": figure()}
+    drawn_figures.clear()
+    failing = {"closure.nat.silhouette.confusion.png": figure("failing")}
     with pytest.raises(RuntimeError), \
             BatteryRun(uri=uri, experiment="figs", run_name="m2", tags={}) as run:
         run.log_task("closure.nat.silhouette", scores, records, {}, failing, path)
@@ -261,7 +277,7 @@ def test_a_runs_figures_are_rendered_in_the_background_then_logged_and_closed(tm
     assert MlflowClient(uri).list_artifacts(run.run_id, "figures") == []
     assert [a.path for a in MlflowClient(uri).list_artifacts(run.run_id, "records")] == [
         "records/closure.nat.silhouette.jsonl"]
-    assert not plt.fignum_exists(failing["closure.nat.silhouette.confusion.png"].number)
+    assert not any(plt.fignum_exists(fig.number) for fig in drawn_figures)
 
 
 def test_training_curves_are_one_store_write_and_the_checkpoint_is_staged(tmp_path, monkeypatch):

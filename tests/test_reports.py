@@ -375,3 +375,60 @@ def test_confusion_figure_keeps_every_label_on_the_page_and_off_the_matrices(lon
         for label in ax.get_xticklabels():
             assert label.get_window_extent(renderer).y1 <= box.y0
     plt.close(fig)
+
+
+def _assert_laid_out(fig, plt) -> None:
+    """Every text of a one-axes figure lies on the page, the tick labels clear the axes, and the
+    axis labels clear the tick labels."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    page, ax = fig.bbox, fig.axes[0]
+    box = ax.get_window_extent(renderer)
+
+    def drawn(labels, axis: int, limits) -> list:  # matplotlib keeps labels of ticks beyond the limits, undrawn
+        lo, hi = sorted(limits)
+        return [t for t in labels if t.get_visible() and t.get_text() and lo <= t.get_position()[axis] <= hi]
+
+    xlabels = drawn(ax.get_xticklabels(), 0, ax.get_xlim())
+    ylabels = drawn(ax.get_yticklabels(), 1, ax.get_ylim())
+    tick_labels = set(ax.get_xticklabels()) | set(ax.get_yticklabels())
+    texts = xlabels + ylabels + [t for t in fig.findobj(plt.Text)
+                                 if t.get_visible() and t.get_text() and t not in tick_labels]
+    for t in texts:
+        assert _inside(t.get_window_extent(renderer), page), t.get_text()
+    xticks = [t.get_window_extent(renderer) for t in xlabels]
+    yticks = [t.get_window_extent(renderer) for t in ylabels]
+    assert xticks and yticks
+    assert all(b.y1 <= box.y0 for b in xticks) and all(b.x1 <= box.x0 for b in yticks)
+    if ax.xaxis.label.get_text():
+        assert ax.xaxis.label.get_window_extent(renderer).y1 <= min(b.y0 for b in xticks)
+    if ax.yaxis.label.get_text():
+        assert ax.yaxis.label.get_window_extent(renderer).x1 <= min(b.x0 for b in yticks)
+    assert ax.title.get_window_extent(renderer).y0 >= box.y1
+
+
+@pytest.mark.parametrize("title", ["", "a title much wider than the axes it stands over, as a report may give one"])
+def test_accuracy_kappa_figure_is_laid_out_by_hand_with_every_label_on_the_page(title):
+    """Saved once per run: no layout engine (it would draw the figure twice per save), and the
+    margins still hold the tick labels, the axis labels and a title of any width."""
+    from harness.reports.figures import accuracy_kappa_figure, plt
+
+    scores = {s.name: s for s in battery_scores(0.9)[SIL]}
+    fig = accuracy_kappa_figure([{"label": "m", "accuracy": scores["accuracy"], "kappa": scores["kappa"]}],
+                                title=title)
+    assert fig.get_layout_engine() is None
+    _assert_laid_out(fig, plt)
+    plt.close(fig)
+
+
+def test_mlae_vs_humans_figure_is_laid_out_by_hand_with_every_label_on_the_page():
+    from harness.reports.bars_figures import mlae_vs_humans_figure
+    from harness.reports.figures import plt
+
+    humans = {"extra": {"human": {"cleveland_mcgill_1984": {"mlae": 1.4, "ci_low": 1.3, "ci_high": 1.5},
+                                  "heer_bostock_2010": {"mlae": 1.2, "ci_low": 1.0, "ci_high": 1.5}}}}
+    scores = [sc(name, 4.0, 200, ci=0.2, **humans) for name in ("mlae", "mlae_midmean", "mlae_haehn")]
+    fig = mlae_vs_humans_figure("ratio.chart.grape_type1", scores, "a-model-with-a-long-identifier-v2")
+    assert fig.get_layout_engine() is None
+    _assert_laid_out(fig, plt)
+    plt.close(fig)

@@ -30,6 +30,7 @@ from ..scores.mlae import GRADCAM_THRESHOLD, gradcam_iou, gradcam_scaled, record
 from ..scores.record import Score  # noqa: E402
 from ..stimuli.bars.render import ChartImage, render_stimuli, target_masks  # noqa: E402
 from ..stimuli.base import by_id  # noqa: E402
+from .figures import fit_margins  # noqa: E402
 
 _OOD = re.compile(r"^ood\.(?P<parameter>[^.]+)\.(?P<level>.+)\.mlae$")
 
@@ -90,7 +91,7 @@ def mlae_vs_level_figure(task_id: str, scores: list[Score], model_id: str):
 
 def mlae_vs_humans_figure(task_id: str, scores: list[Score], model_id: str):
     forms = [("mlae", "GRAPE mean"), ("mlae_midmean", "Cleveland-McGill midmean"), ("mlae_haehn", "Haehn")]
-    fig, ax = plt.subplots(figsize=(9, 4.5), constrained_layout=True)
+    fig, ax = plt.subplots(figsize=(9, 4.5))
     labels, values, lows, highs, colors = [], [], [], [], []
     for name, title in forms:
         s = next((x for x in scores if x.name == name), None)
@@ -114,6 +115,7 @@ def mlae_vs_humans_figure(task_id: str, scores: list[Score], model_id: str):
                   ha="right")
     ax.set_ylabel("MLAE (lower is better)")
     ax.set_title(f"{task_id}: IID MLAE, model vs human references")
+    fit_margins(fig, ax)
     return fig
 
 

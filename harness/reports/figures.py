@@ -16,7 +16,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.font_manager import FontProperties  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ..scores.agreement import _kappa  # noqa: E402
@@ -63,19 +62,72 @@ def family_colors(families: list[str]) -> dict[str, Any]:
     return palette(families)
 
 
-def widest_text_inches(fig, labels: list[Any], size: float) -> float:
-    """The widest of ``labels`` at ``size`` points, in inches, from the font's metrics (nothing drawn)."""
+def text_inches(fig, texts: list[Any]) -> tuple[float, float]:
+    """The widest and the tallest of ``texts`` (Text artists: tick labels, axis labels, titles) as
+    they will be drawn, rotation and line breaks included, in inches: from the font's metrics,
+    nothing drawn."""
     renderer = fig.canvas.get_renderer()
-    prop = FontProperties(size=size)
-    return max((renderer.get_text_width_height_descent(str(x), prop, ismath=False)[0] for x in labels),
-               default=0.0) / fig.dpi
+    boxes = [t.get_window_extent(renderer) for t in texts if t.get_text()]
+    return (max((b.width for b in boxes), default=0.0) / fig.dpi,
+            max((b.height for b in boxes), default=0.0) / fig.dpi)
+
+
+def set_margins(fig, *, left: float, bottom: float, right: float, top: float, **space: float) -> None:
+    """The subplot grid ``left``, ``bottom``, ... inches from the figure's edges.
+
+    The per-run figures are laid out by hand with it, their margins sized to the texts they hold
+    (:func:`text_inches`): a layout engine draws the figure once more and measures every text
+    again each time it is saved (``benchmarks/fixed_cost.py``: the silhouettes' figures took 1.6
+    to 1.8 times as long to save under constrained layout)."""
+    width, height = fig.get_size_inches()
+    fig.subplots_adjust(left=left / width, bottom=bottom / height, right=1 - right / width,
+                        top=1 - top / height, **space)
+
+
+TICKS = 0.15  # inches between an axis and its tick labels' far side: tick length and pads
+AXIS_LABEL = 0.12  # inches between tick labels and the axis label, and beyond the outermost text
+
+
+def label_margins(fig, ax) -> tuple[float, float]:
+    """The left and bottom margins, in inches, that ``ax``'s tick labels and axis labels need."""
+    left = (text_inches(fig, ax.get_yticklabels())[0] + TICKS
+            + text_inches(fig, [ax.yaxis.label])[0] + AXIS_LABEL)
+    bottom = (text_inches(fig, ax.get_xticklabels())[1] + TICKS
+              + text_inches(fig, [ax.xaxis.label])[1] + AXIS_LABEL)
+    return left, bottom
+
+
+def fit_margins(fig, ax, right: float = AXIS_LABEL) -> None:
+    """Lay out a one-axes figure by hand: margins for its tick labels, axis labels and title
+    (as drawn now: call it last), the figure widened where the title is wider than the axes, the
+    side margins where a tick label reaches past an end of the axes (centred on the last tick,
+    or rotated)."""
+    width, height = fig.get_size_inches()
+    left, bottom = label_margins(fig, ax)
+    title_width, title_height = text_inches(fig, [ax.title])
+    top = title_height + 2 * AXIS_LABEL
+    if title_width + 2 * AXIS_LABEL > width - left - right:
+        width = title_width + 2 * AXIS_LABEL + left + right
+        fig.set_size_inches(width, height)
+    renderer = fig.canvas.get_renderer()
+    lo, hi = sorted(ax.get_xlim())
+    labels = [t for t in ax.get_xticklabels() if t.get_text() and lo <= t.get_position()[0] <= hi]
+    for _ in range(3):  # widening a margin moves the ticks, a little: measure again
+        set_margins(fig, left=left, bottom=bottom, right=right, top=top)
+        boxes = [t.get_window_extent(renderer) for t in labels]
+        edge = AXIS_LABEL * fig.dpi  # kept clear at the page's edges
+        past_left = max([0.0] + [edge - b.x0 for b in boxes]) / fig.dpi
+        past_right = max([0.0] + [b.x1 - fig.bbox.x1 + edge for b in boxes]) / fig.dpi
+        if not (past_left or past_right):
+            return
+        left, right = left + past_left, right + past_right
 
 
 def confusion_figure(records: list[dict], stimset, model_id: str):
     """Model vs human confusion (rows: true class, columns: response) on the test split.
 
-    Laid out by hand, the margins sized to the widest class name: a layout engine would lay the
-    figure out again, text by text, every time it is saved, which doubled what saving it cost."""
+    Laid out by hand (:func:`set_margins`): the matrices keep their size and the figure grows
+    with the class names."""
     classes = list(stimset.options)
     idx = {c: i for i, c in enumerate(classes)}
     model = np.zeros((len(classes), len(classes)))
@@ -88,12 +140,6 @@ def confusion_figure(records: list[dict], stimset, model_id: str):
             if resp in idx:
                 human[idx[s.ground_truth], idx[resp]] += 1
     fig, axes = plt.subplots(1, 2, sharey=True)
-    labels = widest_text_inches(fig, classes, 8) + 0.4  # tick labels, then the axis label
-    width, height = 10.6 + labels, 5.3 + labels  # inches: the matrices keep their size
-    fig.set_size_inches(width, height)
-    top, right = 0.85, 1.2  # the titles above; the colour bar and its label to the right
-    fig.subplots_adjust(left=labels / width, bottom=labels / height, right=1 - right / width,
-                        top=1 - top / height, wspace=0.06)
     for ax, mat, title in ((axes[0], model, model_id), (axes[1], human, "human observers")):
         rows = mat / np.maximum(mat.sum(axis=1, keepdims=True), 1)
         im = ax.imshow(rows, vmin=0, vmax=1, cmap="Blues", aspect="auto")
@@ -102,8 +148,13 @@ def confusion_figure(records: list[dict], stimset, model_id: str):
         ax.set_title(title)
     axes[0].set_yticks(range(len(classes)), classes, fontsize=8)
     axes[0].set_ylabel("true class")
-    bar = fig.add_axes((1 - (right - 0.25) / width, labels / height, 0.18 / width,
-                        1 - (top + labels) / height))
+    left, bottom = label_margins(fig, axes[0])
+    width, height = 10.6 + left, 5.3 + bottom
+    fig.set_size_inches(width, height)
+    top, right = 0.85, 1.2  # the titles above; the colour bar and its label to the right
+    set_margins(fig, left=left, bottom=bottom, right=right, top=top, wspace=0.06)
+    bar = fig.add_axes((1 - (right - 0.25) / width, bottom / height, 0.18 / width,
+                        1 - (top + bottom) / height))
     fig.colorbar(im, cax=bar, label="share of the true class's responses")
     fig.suptitle(f"{stimset.task_id}: confusion on the test split (n={len(stimset.test)})")
     return fig
@@ -118,7 +169,7 @@ def accuracy_kappa_figure(points: list[dict[str, Any]], stimset=None, title: str
     the first point's scores, so the figure can be drawn from logged intervals alone; with
     ``stimset`` each observer is also drawn against the leave-one-out panel.
     """
-    fig, ax = plt.subplots(figsize=(7.5 if len(points) > 8 else 6.5, 5.5), constrained_layout=True)
+    fig, ax = plt.subplots(figsize=(7.5 if len(points) > 8 else 6.5, 5.5))
     first = points[0]["kappa"] if points else None
     if first is not None and first.ceiling is not None:
         lo, hi = first.extra.get("ceiling_ci", [first.ceiling, first.ceiling])
@@ -157,6 +208,7 @@ def accuracy_kappa_figure(points: list[dict[str, Any]], stimset=None, title: str
     task = stimset.task_id if stimset is not None else "closure.nat.silhouette"
     ax.set_title(title or f"{task}: accuracy vs kappa")
     ax.legend(fontsize=7, loc="best")
+    fit_margins(fig, ax)
     return fig
 
 

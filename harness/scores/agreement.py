@@ -51,8 +51,10 @@ def mean_stat(values: np.ndarray) -> Statistic:
 
 def _kappa(m: np.ndarray, h: np.ndarray) -> np.ndarray:
     """Aggregate-form kappa along the last axis; m and h broadcast (h may be a probability)."""
-    c_obs = (m * h + (1 - m) * (1 - h)).mean(axis=-1)
     a_m, a_h = m.mean(axis=-1), h.mean(axis=-1)
+    # mean(m h + (1 - m)(1 - h)), expanded: one product over the (draws, observers, items) arrays
+    # of the bootstraps instead of five
+    c_obs = 1 - a_m - a_h + 2 * (m * h).mean(axis=-1)
     c_exp = a_m * a_h + (1 - a_m) * (1 - a_h)
     denom = 1 - c_exp
     safe = np.where(denom > _EPS, denom, 1.0)

@@ -320,9 +320,28 @@ def _lowest_priority() -> None:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
 
 
+PNG_COMPRESSION = 1  # zlib level of the figures' PNGs (matplotlib's default: 6)
+
+
 def _savefig(fig: Any, path: Path) -> Path:
-    fig.savefig(path)  # as mlflow.log_figure saves it (the rcParams' dpi)
+    # as mlflow.log_figure saves it (the rcParams' dpi), with zlib's fastest compression: PNGs a
+    # little larger, saved faster (benchmarks/fixed_cost.py)
+    fig.savefig(path, pil_kwargs={"compress_level": PNG_COMPRESSION})
     return path
+
+
+def finish_saving(figures: list[tuple[Any, Path, Future[Path]]], save: bool = True) -> None:
+    """Wait for the ``(figure, path, future)`` of figures handed to the background thread
+    (``_savefig``); the ones it has not started are saved by the calling thread, which would
+    otherwise only wait (or, without ``save``, dropped). The last task's figures then take two
+    cores instead of one: one compresses a PNG, which releases the interpreter's lock, while the
+    other draws (``benchmarks/fixed_cost.py``)."""
+    for fig, path, saved in figures:
+        if saved.cancel() and save:  # not started
+            _savefig(fig, path)
+    for _, _, saved in figures:
+        if not saved.cancelled():
+            saved.result()
 
 
 class BatteryRun:
@@ -343,7 +362,7 @@ class BatteryRun:
         self.outcome: str | None = None
         self.run: Any = None  # mlflow.ActiveRun once entered
         # figures being saved to PNG in the background: (name, figure, future path)
-        self._figures: list[tuple[str, Any, Future[Path]]] = []
+        self._figures: list[tuple[Any, Path, Future[Path]]] = []
         self._saver: ThreadPoolExecutor | None = None
         # the run's artifacts, written here as tasks finish and logged in one call at its end
         self._staging: tempfile.TemporaryDirectory[str] | None = None
@@ -434,26 +453,34 @@ class BatteryRun:
         """Render ``fig`` to PNG in a background thread: rendering is most of what logging a task
         costs, and it then overlaps what runs next (the next task's trials, the next log calls).
         The run logs the files as ``figures/<name>`` before it ends (:meth:`_log_staged`) and
-        closes the figures; until then the caller must leave them alone."""
+        closes the figures; until then the caller must leave them alone.
+
+        One thread while trials may still run: a second one competes with the model's own thread
+        for the interpreter's lock, whatever its CPU priority (``benchmarks/overhead.py``: the
+        Gestalt battery's ratio of medians read 1.036 with two such threads, 1.018 with one).
+        When the battery ends, the waiting main thread saves what this one has not started."""
         if self._saver is None:
             self._saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gestalt-figures",
                                              initializer=_lowest_priority)
-        self._figures.append((name, fig, self._saver.submit(_savefig, fig, self._staged(f"figures/{name}"))))
+        path = self._staged(f"figures/{name}")
+        self._figures.append((fig, path, self._saver.submit(_savefig, fig, path)))
 
     def _log_staged(self, figures: bool = True) -> None:
-        """Wait for the figures being saved and close them, then log every staged artifact in
-        one call, the figures only when ``figures`` (a run that fails logs its finished tasks'
-        records, not their figures), and list the tables as ``mlflow.log_table`` does; the
-        headline metrics logged join the runs table's view."""
+        """Finish saving the figures and close them, then log every staged artifact in one call,
+        the figures only when ``figures`` (a run that fails logs its finished tasks' records, not
+        their figures), and list the tables as ``mlflow.log_table`` does; the headline metrics
+        logged join the runs table's view.
+
+        The figures the background thread has not started are saved here (:func:`finish_saving`)."""
         import matplotlib.pyplot as plt
         from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
 
         try:
             self._add_headline_columns(sorted(self._headline))
-            for _, fig, saved in self._figures:
-                path = saved.result()
+            finish_saving(self._figures, save=figures)
+            for fig, path, _ in self._figures:
                 if not figures:
-                    path.unlink()
+                    path.unlink(missing_ok=True)
                 plt.close(fig)
             if self._staging is not None:
                 self.mlflow.log_artifacts(self._staging.name)
