@@ -259,7 +259,7 @@ def test_a_runs_figures_are_rendered_in_the_background_then_logged_and_closed(tm
         run.log_battery(intervals={}, recipe={}, recipe_sha256="f" * 64, stimulus_sets={})
     # saved in the background, at the lowest CPU priority: in the gaps the model leaves; what
     # that thread had not started when the battery ended, the main thread saved instead of waiting
-    assert rendered_in == {first: ("gestalt-figures_0", 19), second: ("MainThread", 0)}
+    assert rendered_in == {first: ("gestalt-figures_0", 19), second: ("MainThread", os.getpriority(os.PRIO_PROCESS, 0))}
     logged = [a.path for a in MlflowClient(uri).list_artifacts(run.run_id, "figures")]
     assert logged == [f"figures/{name}" for name in sorted(figs)]
     local = MlflowClient(uri).download_artifacts(run.run_id, logged[0], str(tmp_path / "dl"))

@@ -361,7 +361,7 @@ class BatteryRun:
         self.resume = resume
         self.outcome: str | None = None
         self.run: Any = None  # mlflow.ActiveRun once entered
-        # figures being saved to PNG in the background: (name, figure, future path)
+        # figures being saved to PNG in the background: (figure, path, future)
         self._figures: list[tuple[Any, Path, Future[Path]]] = []
         self._saver: ThreadPoolExecutor | None = None
         # the run's artifacts, written here as tasks finish and logged in one call at its end
