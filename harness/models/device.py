@@ -162,12 +162,13 @@ def place(model: Any, device: str | None, dtype: Any = None) -> Any:
 def long_lived_frozen(collect_after: bool) -> Iterator[None]:
     """A battery with the objects alive when it starts (modules, the recipe's plan: most of the
     heap) kept out of the cyclic garbage collector (``gc.freeze``). A full collection otherwise
-    walks all of them (0.15 s over the 560k objects of torch, timm, transformers, MLflow and one
-    model; ``benchmarks/fixed_cost.py``) at whatever moment the battery's allocations set one
-    off; frozen, it walks what the battery made. ``collect_after``: another battery follows,
-    so one collection when this one ends frees what its model left in reference cycles before
-    the next loads; after the last the collector simply resumes. A process that froze objects
-    itself or turned the collector off is left as it is."""
+    walks all of them (0.14-0.20 s over the 560k objects of torch, timm, transformers, MLflow
+    and one model, in runs on two days; ``benchmarks/fixed_cost.py``) at whatever moment the
+    battery's allocations set one off; frozen, it walks what the battery made.
+    ``collect_after``: another battery follows, so one collection when this one ends frees what
+    its model left in reference cycles before the next loads; after the last the collector
+    simply resumes. A process that froze objects itself or turned the collector off is left as
+    it is."""
     if gc.get_freeze_count() or not gc.isenabled():
         yield
         return

@@ -78,7 +78,7 @@ def set_margins(fig, *, left: float, bottom: float, right: float, top: float, **
     The per-run figures are laid out by hand with it, their margins sized to the texts they hold
     (:func:`text_inches`): a layout engine draws the figure once more and measures every text
     again each time it is saved (``benchmarks/fixed_cost.py``: the silhouettes' figures took 1.6
-    to 1.8 times as long to save under constrained layout)."""
+    to 1.9 times as long to save under constrained layout)."""
     width, height = fig.get_size_inches()
     fig.subplots_adjust(left=left / width, bottom=bottom / height, right=1 - right / width,
                         top=1 - top / height, **space)

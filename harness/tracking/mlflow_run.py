@@ -456,8 +456,8 @@ class BatteryRun:
         closes the figures; until then the caller must leave them alone.
 
         One thread while trials may still run: a second one competes with the model's own thread
-        for the interpreter's lock, whatever its CPU priority (``benchmarks/overhead.py``: the
-        Gestalt battery's ratio of medians read 1.036 with two such threads, 1.018 with one).
+        for the interpreter's lock, whatever its CPU priority (README, "Speed": the Gestalt
+        battery's ratio of medians with two such threads and with one).
         When the battery ends, the waiting main thread saves what this one has not started."""
         if self._saver is None:
             self._saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gestalt-figures",
