@@ -18,7 +18,7 @@ from typing import Any
 
 import fire
 
-from .errors import GestaltError
+from .errors import GestaltError, ProcessLost
 from .shipped import resolve_recipe
 
 
@@ -465,6 +465,9 @@ def main(argv: list[str] | None = None) -> None:
     except GestaltError as e:
         print(f"gestalt: error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
+    except ProcessLost as e:  # the launcher names the process that was lost, if a signal killed it
+        print(f"gestalt: error: {e}", file=sys.stderr)
+        raise SystemExit(1) from None
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: one line, not a traceback
         from .trials.distributed import Interrupted
 

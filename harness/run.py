@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .errors import GestaltError
+from .errors import GestaltError, ProcessLost
 from .models.base import CAPABILITIES, ModelAdapter, ModelSpec, fingerprint_hash
 from .models.device import cpu_heap_wanted, long_lived_frozen
 from .models.registry import make_adapter
@@ -266,8 +266,10 @@ def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
             for i, p in enumerate(planned):
                 with long_lived_frozen(collect_after=i + 1 < len(planned)):
                     results.append(_run_battery(recipe, p, stimsets, dist, echo, new_run=new_run))
-    finally:
-        dist.close()
+    except BaseException:
+        dist.close(finished=False)
+        raise
+    dist.close()
     return results
 
 
@@ -321,9 +323,9 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
     folder = recipe.out_dir / spec.id
     stores = {t.task_id: RecordStore(folder / "records" / f"{t.task_id}.jsonl") for t, _ in p.tasks}
     run_id: str | None = None
+    track = recipe.tracking.enabled and dist.is_main
     try:
         with file_lock(folder / ".battery.lock") if dist.is_main else contextlib.nullcontext():
-            track = recipe.tracking.enabled and dist.is_main
             uri = tracking_uri(recipe.tracking.uri)
             key = battery_key(recipe, p, stimsets, fingerprint_hash(adapter.fingerprint))
             prior = Prior()
@@ -360,10 +362,14 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
                 elif run is not None:
                     run.finish(_records_digest(stores))
             return result
-    except KeyboardInterrupt as e:
-        what = str(e) or "interrupted (Ctrl-C)"
-        where = f"run {run_id} of {spec.id} marked FAILED" if run_id else f"{spec.id} not started"
-        raise Interrupted(f"{what}: {where}; records so far are kept, run the recipe again to resume",
+    except (KeyboardInterrupt, ProcessLost) as e:
+        # the main process owns the MLflow run; another one's run id names the same run
+        where = (f"{spec.id} not started" if not run_id else
+                 f"run {run_id} of {spec.id}" + (" marked FAILED" if track else ""))
+        resume = "records so far are kept, run the recipe again to resume"
+        if isinstance(e, ProcessLost):
+            raise ProcessLost(f"{e}: {where}; {resume}") from e.__cause__
+        raise Interrupted(f"{str(e) or 'interrupted (Ctrl-C)'}: {where}; {resume}",
                           exit_code=e.exit_code if isinstance(e, Interrupted) else 130) from None
     finally:
         adapter.release()  # one model in memory at a time: the roster's next one loads into its space

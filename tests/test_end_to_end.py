@@ -136,6 +136,58 @@ def test_two_processes_give_the_same_records_as_one(tmp_path):
     assert strip(r1) == strip(r2)
 
 
+DYING_MODEL = """
+import os, signal
+
+class Dying:
+    fingerprint = {"rule": "dying", "version": 1}
+    calls = 0
+
+    def generate(self, image, prompt, settings):
+        Dying.calls += 1
+        if os.environ.get("RANK") == os.environ.get("DIE_RANK") and Dying.calls == 20:
+            os.kill(os.getpid(), signal.SIGKILL)  # as the kernel's out-of-memory killer does
+        return "dog"
+
+def build():
+    return Dying()
+"""
+
+
+@pytest.mark.parametrize("dies", [1, 0])
+def test_a_process_killed_mid_run_is_named_in_one_line_and_a_rerun_resumes(tmp_path, dies):
+    """One of two processes killed (SIGKILL) halfway through its share: the user reads which one
+    and by what, the other process says in one line what it lost, no traceback; the trials both
+    finished are kept, and a rerun runs only the rest, in the same MLflow run.
+
+    Process 0 owns the MLflow run: losing process 1, it marks the run FAILED; killed itself, it
+    leaves the run RUNNING, and the rerun takes it over (its owner's pid is gone)."""
+    (tmp_path / "dying.py").write_text(DYING_MODEL)
+    model = {"id": "dying", "source": "python", "name": f"{tmp_path}/dying.py:build", "batch_size": 4}
+    path = write_recipe(tmp_path, [model], processes=2)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", DIE_RANK=str(dies))
+    res = subprocess.run([sys.executable, "-m", "harness.cli", "recipe", str(path)], capture_output=True,
+                         text=True, env=env, timeout=600)
+    assert res.returncode == 128 + signal.SIGKILL, res.stderr[-3000:]
+    assert "Traceback" not in res.stderr, res.stderr[-3000:]
+    errors = [x for x in res.stderr.splitlines() if x.startswith("gestalt: error:")]
+    assert len(errors) == 2, res.stderr[-3000:]
+    assert f"process {dies} of 2 was killed by SIGKILL" in errors[-1]
+    survivor = 1 - dies
+    [run] = runs(tmp_path)
+    assert f"process {survivor} of 2: another process of this run stopped during " in errors[0]
+    assert f"run {run.info.run_id} of dying" + (" marked FAILED" if survivor == 0 else ";") in errors[0]
+    assert run.info.status == ("FAILED" if survivor == 0 else "RUNNING")
+    kept = records(tmp_path, "dying")
+    assert 40 <= len(kept) < 80  # the survivor's whole share and the start of the other's
+
+    again = gestalt("recipe", str(path))  # nobody dies this time
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"{80 - len(kept)} new trials, {80 - len(kept)} model calls" in again.stdout
+    assert len(records(tmp_path, "dying")) == 80
+    assert [(r.info.run_id, r.info.status) for r in runs(tmp_path)] == [(run.info.run_id, "FINISHED")]
+
+
 @pytest.mark.parametrize("case", ["unknown_key", "missing_file", "tampered_file", "unknown_model"])
 def test_bad_input_exits_nonzero_with_one_line_and_no_finished_run(tmp_path, case):
     mirror = MIRROR

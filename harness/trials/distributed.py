@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import ProcessLost
 from ..models.device import auto_device as _auto_device  # one answer for placement and fingerprints
 
 
@@ -91,9 +93,24 @@ class Dist:
             return want
         return _auto_device()
 
+    @contextlib.contextmanager
+    def _collective(self, step: str) -> Iterator[None]:
+        """A step every process must take together. torch.distributed raises RuntimeError
+        (DistBackendError among them) when a peer is gone: gloo when its socket closes, NCCL when
+        the communicator is aborted; that becomes one line naming this process and the step."""
+        try:
+            yield
+        except RuntimeError as e:
+            # gloo's message starts with its source file; keep what it says happened
+            first = next(iter(str(e).strip().splitlines()), "")
+            said = re.sub(r"^\[[^\]]*\]\s*", "", first).split(". ")[0].rstrip(".")
+            raise ProcessLost(f"process {self.rank} of {self.world}: another process of this run stopped "
+                              f"during {step}" + (f" ({said})" if said else "")) from e
+
     def barrier(self) -> None:
         if self._state:
-            self._state.wait_for_everyone()
+            with self._collective("a barrier"):
+                self._state.wait_for_everyone()
 
     def shard(self, n: int) -> list[tuple[int, bool]]:
         """This process's item indices with a padding flag (padding repeats the last index so every
@@ -113,7 +130,8 @@ class Dist:
             return list(items)
         from accelerate.utils import gather_object
 
-        return gather_object(list(items))
+        with self._collective("a gather"):
+            return gather_object(list(items))
 
     def map(self, fn: Callable[[Sequence[Any]], Sequence[Any]], items: Sequence[Any]) -> list[Any]:
         """fn over this process's shard, results gathered in the original order on every process."""
@@ -126,11 +144,16 @@ class Dist:
                 result.setdefault(i, r)
         return [result[i] for i in range(len(items))]
 
-    def close(self) -> None:
+    def close(self, finished: bool = True) -> None:
+        """End the process group: after a barrier when this process finished its work, so none
+        leaves while another still needs it; at once when it failed, since the others may be in
+        any step (a barrier could pair with another collective, or wait for a process that is
+        gone). Those still waiting on this one then fail with :class:`ProcessLost`."""
         if self._state is not None:
             import torch.distributed as td
 
-            self.barrier()
+            if finished:
+                self.barrier()
             if td.is_initialized():
                 td.destroy_process_group()
             self._state = None
@@ -143,7 +166,9 @@ def _free_port() -> int:
 
 
 def launch(n: int, argv: list[str], device: str = "cpu") -> int:
-    """Run ``python -m harness.cli <argv>`` in n processes; returns the first non-zero exit code."""
+    """Run ``python -m harness.cli <argv>`` in n processes; returns the first non-zero exit code,
+    or, where a process was killed by a signal (the cause of its peers' failures), 128 + that
+    signal's number, as a shell reports it, after one line naming the process and the signal."""
     port = _free_port()
     procs = []
     for rank in range(n):
@@ -161,4 +186,15 @@ def launch(n: int, argv: list[str], device: str = "cpu") -> int:
         for p in procs:
             p.wait()
         raise
+    killed = [(rank, -code) for rank, code in enumerate(codes) if code < 0]
+    for rank, signum in killed:
+        try:
+            name = signal.Signals(signum).name
+        except ValueError:
+            name = f"signal {signum}"
+        why = " (the kernel's out-of-memory killer sends it)" if signum == signal.SIGKILL else ""
+        print(f"gestalt: error: process {rank} of {n} was killed by {name}{why}; records so far are kept, "
+              f"run the recipe again to resume", file=sys.stderr)
+    if killed:
+        return 128 + killed[0][1]
     return next((c for c in codes if c), 0)
