@@ -168,6 +168,33 @@ def test_bar_chart_scores_follow_n_boot(sources):
     assert "3000 draws" in many["mlae"].method
 
 
+@pytest.mark.parametrize("task_id, options", [
+    (SILHOUETTE, {}), ("similarity.chart.mark_color", {}), (SERIES, {}), ("literacy.chart.ggr", {}),
+    ("ratio.chart.haehn_type1", {"n_train": 0, "n_val": 0, "n_test": 40})])
+def test_a_task_where_every_answer_is_null_scores_as_nothing_answered(sources, task_id, options):
+    """A prompt model that never gives a readable answer on one task (its other tasks may be fine):
+    the task's scores count every trial as null and none answered, are strict JSON as
+    intervals.json stores them, and scoring neither fails nor warns (numpy's empty-slice
+    warnings would reach the user's console)."""
+    import warnings
+
+    from harness.scores.tasks import Bootstrap, get_family
+    from harness.stimuli.registry import get_task
+
+    task = get_task(task_id)
+    stimset = task.build(sources, **options)
+    records = [{"stimulus_id": s.stimulus_id, "trial_id": f"{task_id}:{s.stimulus_id}:m:0", "rep": 0,
+                "ground_truth": s.ground_truth, "response": None, "parse_status": "null:no_answer",
+                "correct": None, "raw_output": "I would rather not say.", "extras": None}
+               for s in stimset.test]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        scores = get_family(task.scoring).score(records, stimset, Bootstrap(n=100, n_kappa=100))
+    model = [s for s in scores if s.nulls]
+    assert model and all((s.n, s.nulls) == (0, len(records)) for s in model)
+    json.dumps([s.to_dict() for s in scores], allow_nan=False)
+
+
 def test_score_command_reproduces_the_runs_intervals(write_recipe, capsys):
     from harness.recipes import load_recipe
     from harness.run import run_recipe

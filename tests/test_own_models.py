@@ -67,6 +67,30 @@ def test_python_source_through_a_recipe_runs_both_examples(tmp_path):
     assert [r.model_calls for r in rerun] == [0, 0]  # the fingerprint keys the cache
 
 
+def test_a_task_the_model_never_answers_readably_leaves_its_battery_finished(tmp_path):
+    """The shape rule names objects; asked for a montage position on mark_color it never answers
+    one. That task's 120 trials are null, its scores say none was answered, its figures are
+    drawn, and the silhouettes' scores and the run are as if it had not been there."""
+    from mlflow import MlflowClient
+
+    from harness.run import run_recipe
+
+    rule = {"id": "shape-rule", "source": "python", "name": str(REPO / "examples/rule_based.py") + ":build"}
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    path = write_recipe(tmp_path, [rule], tasks=[TASK, "similarity.chart.mark_color"],
+                        tracking={"uri": uri, "experiment": "own"})
+    [result] = run_recipe(load_recipe(path), echo=lambda *_: None)
+    assert not result.failed
+    color = {s.name: s for s in result.scores["similarity.chart.mark_color"]}
+    assert (color["B"].n, color["B"].nulls) == (0, 120) and color["B"].to_dict()["value"] is None
+    assert {s.name: s.n for s in result.scores[TASK]}["kappa"] == 80
+    run = MlflowClient(uri).get_run(result.run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.metrics["similarity.chart.mark_color/null_rate"] == 1.0
+    figures = [a.path for a in MlflowClient(uri).list_artifacts(result.run_id, "figures")]
+    assert "figures/similarity.chart.mark_color.agreement.png" in figures, figures
+
+
 def test_python_fingerprint_follows_options_weights_and_code(tmp_path):
     example = str(REPO / "examples/tiny_torch_net.py") + ":build"
     base = make_adapter(python_spec(example, width=8))

@@ -282,10 +282,12 @@ def score_classification_vs_observers(records: list[dict], stimset: StimulusSet,
     kap = bootstrap(kappa_stat(m, p[items]), n, n_boot_kappa, seed)
     kap_pw = bootstrap(kappa_pairwise_stat(m, observer_correct[:, items]), n, n_boot_kappa, seed)
     # kappa two-level: the model's items resampled, the panel's observers too
-    model_idx = resample_indices(n, n_boot_kappa, seed)
-    panel_draw = human_all[obs_k[:, :, None], items[model_idx][:, None, :]]  # (draws, J, n)
-    kap_two = recentred_ci(kap[0], _kappa(m[model_idx], panel_draw.mean(axis=1)))
-    kap_pw_two = recentred_ci(kap_pw[0], _kappa(m[model_idx][:, None, :], panel_draw).mean(axis=1))
+    kap_two = kap_pw_two = (float("nan"), float("nan"))  # every answer null: nothing to resample
+    if n:
+        model_idx = resample_indices(n, n_boot_kappa, seed)
+        panel_draw = human_all[obs_k[:, :, None], items[model_idx][:, None, :]]  # (draws, J, n)
+        kap_two = recentred_ci(kap[0], _kappa(m[model_idx], panel_draw.mean(axis=1)))
+        kap_pw_two = recentred_ci(kap_pw[0], _kappa(m[model_idx][:, None, :], panel_draw).mean(axis=1))
     lo, hi = null_bracket(b[0], v)
 
     def two(ci: tuple[float, float]) -> dict[str, Any]:

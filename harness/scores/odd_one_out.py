@@ -244,11 +244,13 @@ def score_odd_one_out(records: list[dict], stimset: StimulusSet, *,
     lookup = np.full(len(ids), -1)
     lookup[items] = np.arange(n)
     draw_idx, draw_votes = resampled["idx"], resampled["votes"]
-    answered = lookup[draw_idx]
-    resp = np.where(answered >= 0, response[np.maximum(answered, 0)], 1) - 1
-    got = np.take_along_axis(draw_votes, resp[..., None], axis=-1)[..., 0] / draw_votes.sum(axis=-1)
-    keep = answered >= 0
-    two = _interval(est[0], (got * keep).sum(axis=1) / np.maximum(keep.sum(axis=1), 1), True)
+    two = (est[0], float("nan"), float("nan"))  # every answer null: no draw holds an answer
+    if n:
+        answered = lookup[draw_idx]
+        resp = np.where(answered >= 0, response[np.maximum(answered, 0)], 1) - 1
+        got = np.take_along_axis(draw_votes, resp[..., None], axis=-1)[..., 0] / draw_votes.sum(axis=-1)
+        keep = answered >= 0
+        two = _interval(est[0], (got * keep).sum(axis=1) / np.maximum(keep.sum(axis=1), 1), True)
     ceiling = refs["human_individual_agreement"]["one"][0]
     lo, hi = null_bracket(est[0], v)
     scores.append(Score(

@@ -34,9 +34,11 @@ class Score:
         return self.nulls / total if total else 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """The record as strict JSON holds it: NaN ("nothing to score", e.g. every answer null),
+        in the fields and in ``extra`` alike, becomes None."""
         d = asdict(self)
         d["null_rate"] = self.null_rate
-        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()}
+        return _no_nan(d)
 
     def metrics(self, prefix: str) -> dict[str, float]:
         """Flat MLflow metrics: ``<prefix>/<name>``, ``_ci_low``, ``_ci_high``, ceiling, floor."""
@@ -50,3 +52,13 @@ class Score:
             if isinstance(val, (int, float)) and not isinstance(val, bool):
                 out[f"{prefix}/{key}" if key.startswith(self.name) else f"{prefix}/{self.name}_{key}"] = val
         return {k: float(v) for k, v in out.items() if v is not None and not math.isnan(v)}
+
+
+def _no_nan(v: Any) -> Any:
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _no_nan(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_no_nan(x) for x in v]
+    return v
