@@ -193,6 +193,10 @@ def test_a_task_where_every_answer_is_null_scores_as_nothing_answered(sources, t
     model = [s for s in scores if s.nulls]
     assert model and all((s.n, s.nulls) == (0, len(records)) for s in model)
     json.dumps([s.to_dict() for s in scores], allow_nan=False)
+    # had the nulls been scored, a proportion could be anything: its null bracket is 0 .. 1
+    for s in model:
+        for low in [k for k in s.extra if k.endswith("_full_low")]:
+            assert (s.extra[low], s.extra[low.replace("_low", "_high")]) == (0.0, 1.0), (s.name, low)
 
 
 def test_score_command_reproduces_the_runs_intervals(write_recipe, capsys):

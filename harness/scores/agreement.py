@@ -158,7 +158,10 @@ def two_level_loo_kappa(h: np.ndarray, items: np.ndarray, observers: np.ndarray)
 # -- null accounting ----------------------------------------------------------------------------
 
 def null_bracket(b: float, null_fraction: float) -> tuple[float, float]:
-    """(1-v)B <= B_full <= (1-v)B + v: where B would land had nulls been scored either way."""
+    """(1-v)B <= B_full <= (1-v)B + v: where B would land had nulls been scored either way.
+    With every answer null (v = 1, B undefined) that is anywhere from 0 to 1."""
+    if null_fraction == 1:
+        return 0.0, 1.0
     return (1 - null_fraction) * b, (1 - null_fraction) * b + null_fraction
 
 
