@@ -188,6 +188,58 @@ def test_a_process_killed_mid_run_is_named_in_one_line_and_a_rerun_resumes(tmp_p
     assert [(r.info.run_id, r.info.status) for r in runs(tmp_path)] == [(run.info.run_id, "FINISHED")]
 
 
+SLOW_MODEL = """
+import time
+
+class Slow:
+    fingerprint = {"rule": "slow", "version": 1}
+
+    def generate(self, image, prompt, settings):
+        time.sleep(0.4)
+        return "dog"
+
+def build():
+    return Slow()
+"""
+
+
+@pytest.mark.parametrize("whom, sig, code, says", [("group", signal.SIGINT, 130, "interrupted (Ctrl-C)"),
+                                                   ("launcher", signal.SIGTERM, 143, "terminated (SIGTERM)")])
+def test_stopping_a_two_process_run_stops_each_process_once(tmp_path, whom, sig, code, says):
+    """Ctrl-C in a terminal signals every process of the group; `kill` (or a container's stop)
+    signals the launcher alone, which passes it on. Either way each process stops once and says
+    so in one line, the launcher last; the run is FAILED, and a rerun continues it."""
+    (tmp_path / "slow.py").write_text(SLOW_MODEL)
+    model = {"id": "slow", "source": "python", "name": f"{tmp_path}/slow.py:build", "batch_size": 2}
+    path = write_recipe(tmp_path, [model], processes=2)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "recipe", str(path)], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while len(records(tmp_path, "slow")) < 4 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.killpg(proc.pid, sig) if whom == "group" else proc.send_signal(sig)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == code, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    [run] = runs(tmp_path)
+    lines = [x for x in err.splitlines() if x.startswith("gestalt:")]
+    assert lines[-1] == f"gestalt: {says}", err[-3000:]
+    assert sorted(lines[:-1]) == sorted([
+        f"gestalt: {says}: run {run.info.run_id} of slow marked FAILED; {RESUME}",  # process 0's
+        f"gestalt: {says}: run {run.info.run_id} of slow; {RESUME}"]), err[-3000:]  # process 1's
+    assert run.info.status == "FAILED" and run.data.tags["gestalt.outcome"] == "interrupted"
+    assert 4 <= len(records(tmp_path, "slow")) < 80
+
+    (tmp_path / "slow.py").write_text(SLOW_MODEL.replace("time.sleep(0.4)", "pass"))
+    again = gestalt("recipe", str(path))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [(r.info.run_id, r.info.status) for r in runs(tmp_path)] == [(run.info.run_id, "FINISHED")]
+
+
+RESUME = "records so far are kept, run the recipe again to resume"
+
+
 @pytest.mark.parametrize("case", ["unknown_key", "missing_file", "tampered_file", "unknown_model"])
 def test_bad_input_exits_nonzero_with_one_line_and_no_finished_run(tmp_path, case):
     mirror = MIRROR

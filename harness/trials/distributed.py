@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -165,10 +166,31 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+STOP_GRACE_S = 5.0  # how long stopped workers get to stop by themselves before the launcher signals them
+
+
+def _pass_on(procs: list[subprocess.Popen], sig: signal.Signals) -> None:
+    """Stop the workers once, each marking its run FAILED and saying so in one line. Ctrl-C in a
+    terminal (or a scheduler's signal) reaches every process of the group: they get a moment to
+    stop by themselves, as a second signal would cut their own stopping short. Those still
+    running after it (the launcher alone was signalled: ``kill``, a container's stop) get the
+    launcher's signal."""
+    deadline = time.monotonic() + STOP_GRACE_S
+    for p in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(sig)
+    for p in procs:
+        p.wait()
+
+
 def launch(n: int, argv: list[str], device: str = "cpu") -> int:
     """Run ``python -m harness.cli <argv>`` in n processes; returns the first non-zero exit code,
     or, where a process was killed by a signal (the cause of its peers' failures), 128 + that
-    signal's number, as a shell reports it, after one line naming the process and the signal."""
+    signal's number, as a shell reports it, after one line naming the process and the signal.
+    Interrupted (Ctrl-C, SIGTERM), it stops the workers (:func:`_pass_on`) and raises."""
     port = _free_port()
     procs = []
     for rank in range(n):
@@ -177,14 +199,11 @@ def launch(n: int, argv: list[str], device: str = "cpu") -> int:
                    OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
         procs.append(subprocess.Popen([sys.executable, "-m", "harness.cli", *argv], env=env))
     try:
-        codes = [p.wait() for p in procs]
-    except KeyboardInterrupt:
-        # pass the interrupt on, so each worker marks its run FAILED and says so once
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
-            p.wait()
+        with interrupts_as_exceptions():
+            codes = [p.wait() for p in procs]
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (interrupts_as_exceptions)
+        terminated = isinstance(e, Interrupted) and e.exit_code == 143
+        _pass_on(procs, signal.SIGTERM if terminated else signal.SIGINT)
         raise
     killed = [(rank, -code) for rank, code in enumerate(codes) if code < 0]
     for rank, signum in killed:
