@@ -47,7 +47,7 @@ def env(key: str = KEY) -> dict[str, str]:
     return dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", **{ENV_KEY: key})
 
 
-def _default_sigint() -> None:
+def default_sigint() -> None:
     # a shell running pytest in the background ignores SIGINT and children inherit that; a user's
     # terminal does not: give the child Python's own Ctrl-C handling
     signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -56,7 +56,7 @@ def _default_sigint() -> None:
 def start(path: Path, *args: str, key: str = KEY) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "harness.cli", "recipe", str(path), *args], env=env(key),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_default_sigint)
+                            preexec_fn=default_sigint)
 
 
 def gestalt(path: Path, *args: str, key: str = KEY, timeout: float = 600) -> subprocess.CompletedProcess:

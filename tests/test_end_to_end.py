@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tests.conftest import MIRROR, REPO
+from tests.lifecycle import default_sigint
 
 TASK = "closure.nat.silhouette"
 MNV2 = {"id": "mobilenetv2", "source": "timm", "name": "mobilenetv2_100",
@@ -214,7 +215,8 @@ def test_stopping_a_two_process_run_stops_each_process_once(tmp_path, whom, sig,
     path = write_recipe(tmp_path, [model], processes=2)
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "recipe", str(path)], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=default_sigint)
     deadline = time.monotonic() + 300
     while len(records(tmp_path, "slow")) < 4 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
