@@ -89,6 +89,12 @@ def test_a_task_the_model_never_answers_readably_leaves_its_battery_finished(tmp
     assert run.data.metrics["similarity.chart.mark_color/null_rate"] == 1.0
     figures = [a.path for a in MlflowClient(uri).list_artifacts(result.run_id, "figures")]
     assert "figures/similarity.chart.mark_color.agreement.png" in figures, figures
+    # the report's table: no value, and had the nulls been scored, B could be anything
+    from harness.reports.report import load_runs, score_rows
+
+    rows = score_rows(load_runs(uri, "own"), [TASK, "similarity.chart.mark_color"])
+    [b] = [r for r in rows if (r["task"], r["score"]) == ("similarity.chart.mark_color", "B")]
+    assert (b["value"], b["full_low"], b["full_high"], b["nulls"]) == (None, 0.0, 1.0, 120)
 
 
 def test_python_fingerprint_follows_options_weights_and_code(tmp_path):

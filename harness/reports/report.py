@@ -225,8 +225,8 @@ def score_rows(runs: list[BatteryRunData], tasks: list[str]) -> list[dict[str, A
                 if family is None or not family.is_headline(s.name):
                     continue
                 low = high = None
-                if BRACKETED.match(s.name) and s.value is not None:
-                    low, high = null_bracket(s.value, s.null_rate)
+                if BRACKETED.match(s.name) and (s.value is not None or s.null_rate == 1):
+                    low, high = null_bracket(s.value, s.null_rate)  # every answer null: 0 .. 1
                 rows.append({
                     "model": r.model, "family": r.family, "task": task, "score": s.name,
                     "value": s.value, "ci_low": s.ci_low, "ci_high": s.ci_high, "floor": s.floor,
