@@ -45,7 +45,7 @@ from .tracking.mlflow_run import (
     tracking_uri,
     up_to_date_without_mlflow,
 )
-from .trials.distributed import Dist, Interrupted, file_lock, interrupts_as_exceptions
+from .trials.distributed import RESUME, Dist, Interrupted, file_lock, interrupts_as_exceptions
 from .trials.records import RecordStore, per_stimulus
 from .trials.runner import CountingAdapter, count_cached, run_task, trial_keys
 
@@ -366,10 +366,9 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
         # the main process owns the MLflow run; another one's run id names the same run
         where = (f"{spec.id} not started" if not run_id else
                  f"run {run_id} of {spec.id}" + (" marked FAILED" if track else ""))
-        resume = "records so far are kept, run the recipe again to resume"
         if isinstance(e, ProcessLost):
-            raise ProcessLost(f"{e}: {where}; {resume}") from e.__cause__
-        raise Interrupted(f"{str(e) or 'interrupted (Ctrl-C)'}: {where}; {resume}",
+            raise ProcessLost(f"{e}: {where}; {RESUME}") from e.__cause__
+        raise Interrupted(f"{str(e) or 'interrupted (Ctrl-C)'}: {where}; {RESUME}",
                           exit_code=e.exit_code if isinstance(e, Interrupted) else 130) from None
     finally:
         adapter.release()  # one model in memory at a time: the roster's next one loads into its space

@@ -24,6 +24,9 @@ from ..errors import ProcessLost
 from ..models.device import auto_device as _auto_device  # one answer for placement and fingerprints
 
 
+RESUME = "records so far are kept, run the recipe again to resume"  # how every stopped run ends its line
+
+
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C or SIGTERM; its message is the one line the user sees (no traceback)."""
 
@@ -212,8 +215,7 @@ def launch(n: int, argv: list[str], device: str = "cpu") -> int:
         except ValueError:
             name = f"signal {signum}"
         why = " (the kernel's out-of-memory killer sends it)" if signum == signal.SIGKILL else ""
-        print(f"gestalt: error: process {rank} of {n} was killed by {name}{why}; records so far are kept, "
-              f"run the recipe again to resume", file=sys.stderr)
+        print(f"gestalt: error: process {rank} of {n} was killed by {name}{why}; {RESUME}", file=sys.stderr)
     if killed:
         return 128 + killed[0][1]
     return next((c for c in codes if c), 0)
