@@ -452,15 +452,12 @@ def summary_table(results: list[BatteryResult]) -> str:
     """One line per model x task x headline score of its family: value [95% CI], floor,
     ceiling, nulls. Human references, per-level curves and breakdowns stay in intervals.json
     and the report."""
-    def num(x):
-        return "-" if x is None or x != x else f"{x:.3f}"
-
     rows = []
     for r in results:
         for task_id, scores in r.scores.items():
             for s in get_family(get_task(task_id).scoring).headline_scores(scores):
-                ci = f" [{num(s.ci_low)}, {num(s.ci_high)}]" if s.ci_low is not None else ""
-                rows.append((r.model_id, task_id, s.name, num(s.value) + ci, num(s.floor), num(s.ceiling),
+                ci = f" [{_num(s.ci_low)}, {_num(s.ci_high)}]" if s.ci_low is not None else ""
+                rows.append((r.model_id, task_id, s.name, _num(s.value) + ci, _num(s.floor), _num(s.ceiling),
                              f"{s.nulls}/{s.n + s.nulls}"))
         for task_id in r.unavailable:
             rows.append((r.model_id, task_id, "unavailable", "", "", "", ""))
@@ -483,6 +480,10 @@ def human_reference_lines(results: list[BatteryResult]) -> list[str]:
             for s in scores:
                 key = f"{task_id}  {s.name}"
                 if s.name.startswith("human_") and key not in seen:
-                    ci = f" [{s.ci_low:.3f}, {s.ci_high:.3f}]" if s.ci_low is not None else ""
-                    seen[key] = f"{key}  {s.value:.3f}{ci}  {s.method.split(';')[0]}"
+                    ci = f" [{_num(s.ci_low)}, {_num(s.ci_high)}]" if s.ci_low is not None else ""
+                    seen[key] = f"{key}  {_num(s.value)}{ci}  {s.method.split(';')[0]}"
     return ["", "human references:", *seen.values()] if seen else []
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"

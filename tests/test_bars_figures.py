@@ -161,6 +161,10 @@ def test_generalization_matrix_of_networks_and_test_conditions():
     assert cells[:2, 1].tolist() == [-0.5, 1.5] and math.isnan(cells[2, 1])  # not tested there
     fig = generalization_matrix_figure([("standard", standard), ("mask", mask)])
     assert [t.get_text() for t in fig.axes[0].texts] == ["-1.00", "-0.50", "3.50", "1.50", "5.00"]
+    # a network that answered nothing readable (its MLAEs None, as intervals.json logs them): blank cells
+    silent = [sc("mlae", None), sc("ood.bar_width.5.mlae", None), sc("ood.bar_width.9.mlae", 2.0)]
+    rows, cells = generalization_matrix([("standard", standard), ("silent", silent)])
+    assert np.isnan(cells[:, 1]).all() and cells[:, 0].tolist() == [-1.0, 3.5, 5.0]
 
     def run(model, scores):
         return BatteryRunData(run_id=model, model=model, family="cnn", recipe="r", params={}, tags={},

@@ -1,6 +1,7 @@
 """Typed contracts at the stage boundaries (issue 11) and bad recipe input stopping before any
 run exists (issue 12, section 5): one line naming file:line and key, exit status 2."""
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -193,10 +194,48 @@ def test_a_task_where_every_answer_is_null_scores_as_nothing_answered(sources, t
     model = [s for s in scores if s.nulls]
     assert model and all((s.n, s.nulls) == (0, len(records)) for s in model)
     json.dumps([s.to_dict() for s in scores], allow_nan=False)
+    # "nothing to score" is None in the live record as in intervals.json: one spelling, which the
+    # figures, the summary table and the report all test for (NaN is not None)
+    for s in scores:
+        json.dumps(dataclasses.asdict(s), allow_nan=False)
     # had the nulls been scored, a proportion could be anything: its null bracket is 0 .. 1
     for s in model:
         for low in [k for k in s.extra if k.endswith("_full_low")]:
             assert (s.extra[low], s.extra[low.replace("_low", "_high")]) == (0.0, 1.0), (s.name, low)
+    # the run's figures of the task are drawn, and so are the report's from the logged scores
+    from harness.reports.figures import battery_figures, close
+    from harness.scores.record import Score
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for drawn in (scores, [Score(**{k: v for k, v in s.to_dict().items() if k != "null_rate"})
+                               for s in scores]):
+            close(battery_figures(task_id, records, drawn, stimset, "m"))
+
+
+@pytest.mark.parametrize("task_id", [SILHOUETTE, "similarity.chart.mark_color"])
+def test_the_figures_of_a_task_never_answered_place_no_model(sources, task_id):
+    """Every model score of these tasks is undefined when no answer is readable: the per-run
+    figures still draw the human references, and neither a point nor a legend entry for the model
+    (an entry with nothing beside it reads as a point hidden somewhere)."""
+    from harness.reports.figures import battery_figures, close
+    from harness.scores.tasks import Bootstrap, get_family
+    from harness.stimuli.registry import get_task
+
+    task = get_task(task_id)
+    stimset = task.build(sources)
+    records = [{"stimulus_id": s.stimulus_id, "trial_id": f"{task_id}:{s.stimulus_id}:m:0", "rep": 0,
+                "ground_truth": s.ground_truth, "response": None, "parse_status": "null:no_answer",
+                "correct": None, "raw_output": "no", "extras": None} for s in stimset.test]
+    scores = get_family(task.scoring).score(records, stimset, Bootstrap(n=50, n_kappa=50))
+    figs = battery_figures(task_id, records, scores, stimset, "silent-model")
+    try:
+        legends = {name: [t.get_text() for ax in fig.axes if ax.get_legend()
+                          for t in ax.get_legend().get_texts()] for name, fig in figs.items()}
+        assert any(legends.values())  # the human references are drawn and named
+        assert not [(name, t) for name, texts in legends.items() for t in texts if "silent-model" in t]
+    finally:
+        close(figs)
 
 
 def test_score_command_reproduces_the_runs_intervals(write_recipe, capsys):

@@ -30,7 +30,7 @@ from ..scores.mlae import GRADCAM_THRESHOLD, gradcam_iou, gradcam_scaled, record
 from ..scores.record import Score  # noqa: E402
 from ..stimuli.bars.render import ChartImage, render_stimuli, target_masks  # noqa: E402
 from ..stimuli.base import by_id  # noqa: E402
-from .figures import fit_margins  # noqa: E402
+from .figures import error_bars, fit_margins  # noqa: E402
 
 _OOD = re.compile(r"^ood\.(?P<parameter>[^.]+)\.(?P<level>.+)\.mlae$")
 
@@ -54,6 +54,11 @@ def level_curves(scores: list[Score]) -> dict[str, list[tuple[Any, Score]]]:
     return curves
 
 
+def _value(s: Score) -> float:
+    """The score's value, NaN where it has none (every answer null): matplotlib leaves it out."""
+    return np.nan if s.value is None else s.value
+
+
 def _human_mlae(score: Score) -> float | None:
     ref = (score.extra.get("human") or {}).get("grape_user_study")
     return float(ref["mlae"]) if ref and ref.get("mlae") is not None else None
@@ -69,14 +74,13 @@ def mlae_vs_level_figure(task_id: str, scores: list[Score], model_id: str):
                              constrained_layout=True)
     for ax, (parameter, points) in zip(axes.ravel(), sorted(curves.items())):
         xs = list(range(len(points)))
-        vals = [s.value for _, s in points]
-        err = [[s.value - s.ci_low for _, s in points], [s.ci_high - s.value for _, s in points]]
-        ax.errorbar(xs, vals, yerr=err, fmt="o-", capsize=3, label=model_id)
+        ax.errorbar(xs, [_value(s) for _, s in points], yerr=np.hstack([error_bars(s) for _, s in points]),
+                    fmt="o-", capsize=3, label=model_id)
         human = [(x, _human_mlae(s)) for x, (_, s) in zip(xs, points)]
         human = [(x, h) for x, h in human if h is not None]
         if human:
             ax.plot(*zip(*human), "s--", color="0.35", label="humans (GRAPE study)")
-        if iid is not None:
+        if iid is not None and iid.value is not None:
             ax.axhline(iid.value, color="C0", ls=":", lw=1, label=f"{model_id} IID")
         ax.set_xticks(xs, [str(lv) for lv, _ in points], rotation=45, fontsize=7)
         ax.set_title(parameter, fontsize=10)
@@ -97,10 +101,12 @@ def mlae_vs_humans_figure(task_id: str, scores: list[Score], model_id: str):
         s = next((x for x in scores if x.name == name), None)
         if s is None:
             continue
-        labels.append(f"{model_id}\n{title}")
-        values.append(s.value)
-        lows.append(s.value - s.ci_low)
-        highs.append(s.ci_high - s.value)
+        # a form with no readable answer keeps its place, empty, beside the human references
+        labels.append(f"{model_id}\n{title}" + ("\n(no answer)" if s.value is None else ""))
+        values.append(_value(s))
+        [low], [high] = error_bars(s)
+        lows.append(low)
+        highs.append(high)
         colors.append("C0")
         for ref, h in (s.extra.get("human") or {}).items():
             if h.get("mlae") is None:
@@ -211,10 +217,10 @@ def generalization_matrix(networks: list[tuple[str, list[Score]]]) -> tuple[list
     cells = np.full((1 + len(parameters), len(networks)), np.nan)
     for j, ((_, scores), c) in enumerate(zip(networks, curves)):
         iid = next((s for s in scores if s.name == "mlae"), None)
-        cells[0, j] = iid.value if iid is not None else np.nan
+        cells[0, j] = _value(iid) if iid is not None else np.nan
         for i, p in enumerate(parameters, start=1):
-            if p in c:
-                cells[i, j] = float(np.mean([s.value for _, s in c[p]]))
+            if p in c:  # a level without an answer blanks its parameter's cell
+                cells[i, j] = float(np.mean([_value(s) for _, s in c[p]]))
     return ["IID", *parameters], cells
 
 

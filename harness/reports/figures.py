@@ -50,9 +50,9 @@ def score_named(scores: list[Score], name: str) -> Score | None:
     return next((s for s in scores if s.name == name), None)
 
 
-def _err(s: Score) -> list[list[float]]:
-    """Error-bar half-widths; a score without an interval draws none."""
-    if s.ci_low is None or s.ci_high is None:
+def error_bars(s: Score) -> list[list[float]]:
+    """Error-bar half-widths; a score without a value or an interval draws none."""
+    if s.value is None or s.ci_low is None or s.ci_high is None:
         return [[0.0], [0.0]]
     return [[s.value - s.ci_low], [s.ci_high - s.value]]
 
@@ -196,7 +196,7 @@ def accuracy_kappa_figure(points: list[dict[str, Any]], stimset=None, title: str
             legend_groups.add(group)
         else:  # one colour per model
             label = pt["label"] + (f" ({group})" if group else "")
-        ax.errorbar(a.value, k.value, xerr=_err(a), yerr=_err(k), fmt=markers.get(group, "o"),
+        ax.errorbar(a.value, k.value, xerr=error_bars(a), yerr=error_bars(k), fmt=markers.get(group, "o"),
                     capsize=3, color=pt.get("color") if many else None, label=label, ms=5)
         if many:
             ax.annotate(pt["label"], (a.value, k.value), fontsize=6, xytext=(3, 3),
@@ -308,7 +308,7 @@ def odd_one_out_figure(scores: list[Score], model_id: str, task_id: str):
                     label="individual people vs reference" if y == 0 else None)
         if s.value is None:  # every trial null
             continue
-        ax.errorbar(s.value, y, xerr=_err(s), fmt="o",
+        ax.errorbar(s.value, y, xerr=error_bars(s), fmt="o",
                     color="tab:blue", capsize=4, label=f"{model_id} B (95% CI)" if y == 0 else None)
     ax.set_yticks(range(len(bs)), labels, fontsize=8)
     ax.set_ylim(-0.6, len(bs) - 0.4)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -17,7 +18,7 @@ class Score:
     """
 
     name: str
-    value: float
+    value: float | None
     ci_low: float | None
     ci_high: float | None
     n: int
@@ -28,37 +29,41 @@ class Score:
     floor: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # "nothing to score" (e.g. every answer null) comes out of numpy as NaN; the record holds
+        # None, as intervals.json does, so a live score and a logged one read the same
+        for name in ("value", "ci_low", "ci_high", "ceiling", "floor", "extra"):
+            object.__setattr__(self, name, _no_nan(getattr(self, name)))
+
     @property
     def null_rate(self) -> float:
         total = self.n + self.nulls
         return self.nulls / total if total else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        """The record as strict JSON holds it: NaN ("nothing to score", e.g. every answer null),
-        in the fields and in ``extra`` alike, becomes None."""
-        d = asdict(self)
-        d["null_rate"] = self.null_rate
-        return _no_nan(d)
+        """The record as strict JSON holds it."""
+        return {**asdict(self), "null_rate": self.null_rate}
 
     def metrics(self, prefix: str) -> dict[str, float]:
         """Flat MLflow metrics: ``<prefix>/<name>``, ``_ci_low``, ``_ci_high``, ceiling, floor."""
         out = {f"{prefix}/{self.name}": self.value}
         for key, val in (("ci_low", self.ci_low), ("ci_high", self.ci_high),
                          ("ceiling", self.ceiling), ("floor", self.floor)):
-            if val is not None and not math.isnan(val):
+            if val is not None:
                 out[f"{prefix}/{self.name}_{key}"] = float(val)
         # numeric extras travel too (e.g. B's null bracket B_full_low/B_full_high, p-values)
         for key, val in self.extra.items():
             if isinstance(val, (int, float)) and not isinstance(val, bool):
                 out[f"{prefix}/{key}" if key.startswith(self.name) else f"{prefix}/{self.name}_{key}"] = val
-        return {k: float(v) for k, v in out.items() if v is not None and not math.isnan(v)}
+        return {k: float(v) for k, v in out.items() if v is not None}
 
 
 def _no_nan(v: Any) -> Any:
-    if isinstance(v, float) and math.isnan(v):
+    """``v`` with every NaN in it (numpy's floats too, in dicts, lists and tuples) as None."""
+    if isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral) and math.isnan(v):
         return None
     if isinstance(v, dict):
         return {k: _no_nan(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
-        return [_no_nan(x) for x in v]
+        return type(v)(_no_nan(x) for x in v)
     return v
