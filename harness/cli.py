@@ -111,11 +111,14 @@ class CLI:
         if dry_run:
             import yaml
 
-            from .run import describe_plan, preflight, recipe_device, shard_of
+            from .run import describe_plan, preflight, recipe_device, shard_line, shard_of
 
             with recipe_device(recipe):
                 planned, stimsets, _ = preflight(recipe)
-                print(describe_plan(recipe, shard_of(planned, shard_), stimsets))
+                share = shard_of(planned, shard_)
+                if shard_ is not None:
+                    print(shard_line(shard_, share, len(recipe.models)))
+                print(describe_plan(recipe, share, stimsets))
             print("--- resolved recipe ---")
             print(yaml.safe_dump(recipe.resolved(), sort_keys=False).rstrip())
             return None

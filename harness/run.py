@@ -231,6 +231,12 @@ def shard_of(planned: list[Planned], shard: tuple[int, int] | None) -> list[Plan
     return [p for k, p in enumerate(planned) if k % n == i]
 
 
+def shard_line(shard: tuple[int, int], share: list[Planned], n_models: int) -> str:
+    """What a job's run and its dry run print first: its share of the roster, or none."""
+    return (f"shard {shard[0]}/{shard[1]}: {', '.join(p.model.id for p in share) or 'no model'} "
+            f"(of {n_models} models)")
+
+
 @contextlib.contextmanager
 def recipe_device(recipe: Recipe) -> Iterator[None]:
     """The recipe's ``runtime.device`` for this process while the recipe runs: models are placed
@@ -257,8 +263,7 @@ def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
     planned, stimsets, _ = preflight(recipe)
     if shard is not None:
         planned = shard_of(planned, shard)
-        echo(f"shard {shard[0]}/{shard[1]}: {', '.join(p.model.id for p in planned) or 'no model'} "
-             f"(of {len(recipe.models)} models)")
+        echo(shard_line(shard, planned, len(recipe.models)))
     dist = Dist()
     results = []
     try:

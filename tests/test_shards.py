@@ -33,6 +33,19 @@ def test_shards_cover_the_roster_once_and_bad_shards_are_refused():
             parse_shard(bad)
 
 
+@pytest.mark.parametrize("shard, share", [("1/2", "vit-1, vit-3"), ("5/6", "no model")])
+def test_a_dry_run_of_a_shard_names_its_share_as_the_run_does(tmp_path, capsys, shard, share):
+    """A job's plan says which batteries it would run, before a cluster's allocation is spent on
+    a shard with nothing to do (N larger than the roster)."""
+    from harness.cli import main
+
+    main(["recipe", str(_recipe(tmp_path, "dry")), "--dry-run", f"--shard={shard}"])
+    out = capsys.readouterr().out
+    assert f"shard {shard}: {share} (of 5 models)" in out.splitlines()
+    assert [line.split()[1] for line in out.splitlines() if line.startswith("model ")] == \
+        [m for m in share.split(", ") if m.startswith("vit")]
+
+
 def _recipe(tmp_path: Path, name: str) -> Path:
     recipe = {"name": "sharded", "tasks": ["closure.nat.silhouette"], "models": MODELS,
               "bootstrap": {"n_boot": 200, "n_boot_kappa": 200},
