@@ -36,9 +36,11 @@ from .stimuli.base import StimulusSet
 from .stimuli.hashcache import prime as prime_hashes
 from .stimuli.registry import TaskSpec, expand, get_task
 from .tracking.mlflow_run import (
+    BATTERY_FOLDER,
     BATTERY_KEY,
     BatteryRun,
     Prior,
+    battery_folder_id,
     find_battery,
     logged_intervals,
     open_store,
@@ -340,9 +342,10 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
                 if found is not None:
                     echo(f"{spec.id}: up to date: run {found[0]}")
                     return _logged_result(spec.id, found[0], found[1])
+            folder_id = battery_folder_id(folder) if track else ""
             if track:
                 prior = find_battery(open_store(uri, recipe.tracking.experiment), spec.id, key,
-                                     _records_digest(stores), new_run=new_run)
+                                     _records_digest(stores), folder_id, new_run=new_run)
                 for closed in prior.closed:
                     echo(f"{spec.id}: run {closed} was abandoned by a killed process; marked FAILED")
             up_to_date = dist.gather([prior.run_id if prior.up_to_date else None])[0]
@@ -352,7 +355,8 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
             if prior.run_id:
                 echo(f"{spec.id}: continuing run {prior.run_id}")
             tags = {"gestalt.model": spec.id, "gestalt.recipe": recipe.name, "gestalt.recipe_sha256": recipe.sha256,
-                    "gestalt.family": spec.family, BATTERY_KEY: key, **recipe.tracking.tags}
+                    "gestalt.family": spec.family, BATTERY_KEY: key, BATTERY_FOLDER: folder_id,
+                    **recipe.tracking.tags}
             ctx = (BatteryRun(uri=uri, experiment=recipe.tracking.experiment, run_name=spec.id, tags=tags,
                               resume=prior.run_id) if track else contextlib.nullcontext())
             with ctx as run:

@@ -79,12 +79,24 @@ def test_missing_trials_finish_the_same_run(tmp_path, server):
 
 
 @pytest.mark.slow
-def test_killed_run_is_continued_not_duplicated(tmp_path):
+@pytest.mark.parametrize("killed_where", ["this machine", "another machine"])
+def test_killed_run_is_continued_not_duplicated(tmp_path, killed_where):
+    """Continued wherever the killed process ran: a SLURM job requeued onto another node after its
+    node died, or a new container (another host name) on the same mounted folder. There the
+    dead process's host and pid say nothing; the battery's folder, whose lock the rerun holds,
+    does."""
     with killed_mid_battery(tmp_path) as path:
         (killed,) = life.runs(tmp_path)
         assert killed.info.status == "RUNNING"  # what SIGKILL leaves
-        code, _, err = life.cli(path)
+        if killed_where == "another machine":
+            from mlflow import MlflowClient
+
+            client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+            client.set_tag(killed.info.run_id, "gestalt.host", "node-that-died")
+            client.set_tag(killed.info.run_id, "gestalt.pid", "1")  # a container's first process; alive here
+        code, out, err = life.cli(path)
     assert code == 0, err[-2000:]
+    assert f"continuing run {killed.info.run_id}" in out
     (run,) = life.runs(tmp_path)
     assert run.info.run_id == killed.info.run_id and run.info.status == "FINISHED"
     ids = [r["trial_id"] for r in life.record_lines(tmp_path)]

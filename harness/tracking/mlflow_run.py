@@ -22,12 +22,14 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import socket
 import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -159,6 +161,7 @@ def tracking_uri(configured: str | None) -> str:
 # -- run lifecycle: one run per battery, never one left RUNNING by a dead process ------------
 
 BATTERY_KEY = "gestalt.battery_key"  # hash of everything that decides the battery's trials and scores
+BATTERY_FOLDER = "gestalt.battery_folder"  # the id of the folder whose records the run holds
 RECORDS_DIGEST = "gestalt.records_sha256"  # the record files' digest when the battery finished
 OUTCOME = "gestalt.outcome"  # why a run ended FAILED: interrupted, abandoned, all trials null
 
@@ -194,6 +197,28 @@ def _owner_tags() -> dict[str, str]:
     return {"gestalt.host": socket.gethostname(), "gestalt.pid": str(os.getpid())}
 
 
+FOLDER_ID = ".battery.id"
+
+
+def battery_folder_id(folder: Path) -> str:
+    """The battery folder's own id (random, made once, kept in ``.battery.id``), which the runs
+    writing its records carry (:data:`BATTERY_FOLDER`). Call it holding the folder's lock: the
+    holder knows that any RUNNING run carrying the id lost its process, wherever that ran."""
+    path = folder / FOLDER_ID
+    try:
+        found = path.read_text().strip()
+    except FileNotFoundError:
+        found = ""
+    if re.fullmatch(r"[0-9a-f]{32}", found):
+        return found
+    made = uuid.uuid4().hex
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(f"{FOLDER_ID}.{os.getpid()}.part")
+    part.write_text(made + "\n")
+    os.replace(part, path)
+    return made
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -204,12 +229,18 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _abandoned(run) -> bool:
-    """RUNNING, but the process that ran it on this machine is gone (SIGKILL, power, OOM)."""
+def _abandoned(run, folder_id: str) -> bool:
+    """RUNNING, but the process that ran it is gone (SIGKILL, power, OOM, a dead node). Either it
+    wrote the battery folder whose lock the caller holds, wherever it ran (another node for a
+    requeued cluster job, another container on the same mounted folder: there its host and pid
+    say nothing), or it ran on this machine and its pid is gone."""
+    if run.info.status != "RUNNING":
+        return False
     tags = run.data.tags
+    if tags.get(BATTERY_FOLDER) == folder_id:
+        return True
     pid = tags.get("gestalt.pid", "")
-    return (run.info.status == "RUNNING" and tags.get("gestalt.host") == socket.gethostname()
-            and pid.isdigit() and not _alive(int(pid)))
+    return tags.get("gestalt.host") == socket.gethostname() and pid.isdigit() and not _alive(int(pid))
 
 
 @dataclass
@@ -222,14 +253,14 @@ class Prior:
 
 
 def find_battery(experiment_id: str, model_id: str, battery_key: str, records_digest: str,
-                 new_run: bool = False) -> Prior:
+                 folder_id: str, new_run: bool = False) -> Prior:
     """The run of this battery to continue, or None for a new one; marks abandoned runs FAILED.
 
     The latest run with the same battery key is the battery's run: FINISHED with the same record
     digest means up to date; otherwise (killed, interrupted, trials missing or repaired) the
     rerun continues in it, so the experiment keeps one run per battery. A RUNNING run whose
     process is gone and that will not be continued is closed FAILED with outcome "abandoned".
-    Callers hold the battery's lock, so no other live process on this machine is inside it."""
+    Callers hold the lock of the battery folder ``folder_id`` names, so no live process is inside it."""
     from mlflow import MlflowClient
 
     client = MlflowClient()
@@ -241,11 +272,11 @@ def find_battery(experiment_id: str, model_id: str, battery_key: str, records_di
         latest = mine[0]
         if latest.info.status == "FINISHED" and latest.data.tags.get(RECORDS_DIGEST) == records_digest:
             prior = Prior(run_id=latest.info.run_id, up_to_date=True)
-        elif latest.info.status != "RUNNING" or _abandoned(latest):
+        elif latest.info.status != "RUNNING" or _abandoned(latest, folder_id):
             prior = Prior(run_id=latest.info.run_id)
     closed = []
     for r in runs:
-        if r.info.run_id != prior.run_id and _abandoned(r):
+        if r.info.run_id != prior.run_id and _abandoned(r, folder_id):
             client.set_tag(r.info.run_id, OUTCOME, "abandoned")
             client.set_terminated(r.info.run_id, status="FAILED")
             closed.append(r.info.run_id)
