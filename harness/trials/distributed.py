@@ -56,7 +56,8 @@ def interrupts_as_exceptions() -> Iterator[None]:
 
 @contextlib.contextmanager
 def file_lock(path: str | Path) -> Iterator[None]:
-    """An exclusive lock between processes on one machine (flock on a sidecar file).
+    """An exclusive lock between processes on one machine, or on several sharing a file system
+    whose locks hold across them (NFSv4, Lustre mounted with ``-o flock``): flock on a sidecar file.
 
     The kernel drops it when the holder dies, even by SIGKILL, so a killed run never leaves a
     folder locked."""
