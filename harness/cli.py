@@ -18,7 +18,7 @@ from typing import Any
 
 import fire
 
-from .errors import GestaltError, ProcessLost
+from .errors import GestaltError, ProcessLost, TrackingUnavailable
 from .shipped import resolve_recipe
 
 
@@ -468,7 +468,7 @@ def main(argv: list[str] | None = None) -> None:
     except GestaltError as e:
         print(f"gestalt: error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
-    except ProcessLost as e:  # the launcher names the process that was lost, if a signal killed it
+    except (ProcessLost, TrackingUnavailable) as e:  # the launcher names a lost process a signal killed
         print(f"gestalt: error: {e}", file=sys.stderr)
         raise SystemExit(1) from None
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: one line, not a traceback

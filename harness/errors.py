@@ -1,5 +1,5 @@
-"""The base classes of expected failures, each a one-line message: bad input (exit 2) and a
-process of a multi-process run lost (exit 1).
+"""The base classes of expected failures, each a one-line message: bad input (exit 2), and a
+process of a multi-process run or the tracking server lost (exit 1).
 
 Kept import-free so the CLI can catch them without loading any stage at start-up.
 """
@@ -13,3 +13,9 @@ class ProcessLost(Exception):
     """Another process of this run stopped (crashed, killed) while this one needed it in a
     collective step; the message names this process, the step and the run. The records written
     so far are kept: a rerun resumes."""
+
+
+class TrackingUnavailable(Exception):
+    """The tracking server does not answer (before the run) or stopped answering (during it); the
+    message names the server, where its address came from, and the run. The records written so
+    far are kept: a rerun against the server back up resumes the same run."""

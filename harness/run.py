@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .errors import GestaltError, ProcessLost
+from .errors import GestaltError, ProcessLost, TrackingUnavailable
 from .models.base import CAPABILITIES, ModelAdapter, ModelSpec, fingerprint_hash
 from .models.device import cpu_heap_wanted, long_lived_frozen
 from .models.registry import make_adapter
@@ -41,9 +41,12 @@ from .tracking.mlflow_run import (
     BatteryRun,
     Prior,
     battery_folder_id,
+    check_tracking_server,
     find_battery,
     logged_intervals,
     open_store,
+    shown_uri,
+    tracking_lost,
     tracking_uri,
     up_to_date_without_mlflow,
 )
@@ -262,6 +265,8 @@ def run_recipe(recipe: Recipe, *, echo: Callable[[str], None] = print,
 
 def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
                 shard: tuple[int, int] | None) -> list[BatteryResult]:
+    if recipe.tracking.enabled:
+        check_tracking_server(recipe.tracking.uri)
     planned, stimsets, _ = preflight(recipe)
     if shard is not None:
         planned = shard_of(planned, shard)
@@ -331,9 +336,9 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
     stores = {t.task_id: RecordStore(folder / "records" / f"{t.task_id}.jsonl") for t, _ in p.tasks}
     run_id: str | None = None
     track = recipe.tracking.enabled and dist.is_main
+    uri = tracking_uri(recipe.tracking.uri)
     try:
         with file_lock(folder / ".battery.lock") if dist.is_main else contextlib.nullcontext():
-            uri = tracking_uri(recipe.tracking.uri)
             key = battery_key(recipe, p, stimsets, fingerprint_hash(adapter.fingerprint))
             prior = Prior()
             if track and not new_run and dist.world == 1:  # decided from the sqlite file: MLflow not imported
@@ -379,6 +384,13 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
             raise ProcessLost(f"{e}: {where}; {RESUME}") from e.__cause__
         raise Interrupted(f"{str(e) or 'interrupted (Ctrl-C)'}: {where}; {RESUME}",
                           exit_code=e.exit_code if isinstance(e, Interrupted) else 130) from None
+    except Exception as e:
+        why = tracking_lost(e) if track else None
+        if why is None:
+            raise
+        where = f"run {run_id} of {spec.id}" if run_id else f"{spec.id} not started"
+        raise TrackingUnavailable(f"tracking server {shown_uri(uri)} stopped answering ({why}): {where}; "
+                                  f"{RESUME}") from None
     finally:
         adapter.release()  # one model in memory at a time: the roster's next one loads into its space
 

@@ -38,6 +38,7 @@ from typing import Any
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
+from ..errors import TrackingUnavailable
 from ..trials.distributed import file_lock
 
 DEFAULT_URI = "sqlite:///mlflow.db"
@@ -156,6 +157,55 @@ def records_table(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
 
 def tracking_uri(configured: str | None) -> str:
     return configured or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
+
+
+def shown_uri(uri: str) -> str:
+    """``uri`` as a message prints it: a user name and password in it become ``***``."""
+    parts = urlparse(uri)
+    if "@" not in parts.netloc:
+        return uri
+    return parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
+
+
+def check_tracking_server(configured: str | None, timeout_s: float = 10.0) -> None:
+    """Before a run: an http(s) tracking server that does not answer at all (refused, no route,
+    timed out) stops it with one line, before any model is loaded, instead of MLflow's minutes
+    of retries and a traceback. A server that answers anything, even an error (an auth wall, a
+    proxy's 404), is left to MLflow's own calls."""
+    import urllib.error
+    import urllib.request
+
+    uri = tracking_uri(configured)
+    parts = urlparse(uri)
+    if parts.scheme not in ("http", "https"):
+        return
+    health = parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1], path=parts.path.rstrip("/") + "/health")
+    try:  # no credentials needed (nor sent) to reach /health
+        urllib.request.urlopen(health.geturl(), timeout=timeout_s).close()
+    except urllib.error.HTTPError:
+        return
+    except OSError as e:  # URLError, a timeout, a reset
+        why = getattr(e, "reason", None) or e
+        where = "tracking.uri" if configured else "$MLFLOW_TRACKING_URI"
+        raise TrackingUnavailable(
+            f"tracking server {shown_uri(uri)} ({where}) does not answer ({why}): start it (`gestalt ui`, "
+            f"mlflow/serve.sh), point {where} at one that runs, or run with --tracking.enabled=false") from None
+
+
+def tracking_lost(e: BaseException) -> str | None:
+    """Why the tracking server stopped answering, when ``e`` is MLflow giving up on a request
+    after its own retries (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``: refused, timed out, 5xx); None
+    for any other error."""
+    if "mlflow" not in sys.modules:  # nothing else raises what this looks for
+        return None
+    import requests
+    from mlflow.exceptions import MlflowException
+
+    cause = e.__cause__ or e.__context__
+    if not (isinstance(e, MlflowException) and isinstance(cause, requests.exceptions.RequestException)):
+        return None
+    errno = re.search(r"\[Errno -?\d+\] [^'\")]+", str(cause))
+    return errno.group(0) if errno else type(cause).__name__
 
 
 # -- run lifecycle: one run per battery, never one left RUNNING by a dead process ------------
@@ -409,6 +459,9 @@ class BatteryRun:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        if exc is not None and tracking_lost(exc):  # nothing more reaches the store; a rerun logs it all
+            self._discard_staged()
+            return
         self._log_staged(figures=exc_type is None)
         if exc_type is not None:
             self.outcome = "interrupted" if issubclass(exc_type, KeyboardInterrupt) else f"error: {exc_type.__name__}"
@@ -522,12 +575,27 @@ class BatteryRun:
                 listed += [t for t in ({"path": p, "type": "table"} for p in self._tables) if t not in listed]
                 self.mlflow.set_tag(MLFLOW_LOGGED_ARTIFACTS, json.dumps(listed))
         finally:
-            if self._saver is not None:
-                self._saver.shutdown(wait=True)
-            if self._staging is not None:
-                self._staging.cleanup()
-            self._figures, self._saver, self._staging, self._tables = [], None, None, []
-            self._headline = set()
+            self._reset_staging()
+
+    def _discard_staged(self) -> None:
+        """Drop the staged artifacts and figures, unlogged."""
+        try:
+            finish_saving(self._figures, save=False)
+            if self._figures:
+                import matplotlib.pyplot as plt
+
+                for fig, _, _ in self._figures:
+                    plt.close(fig)
+        finally:
+            self._reset_staging()
+
+    def _reset_staging(self) -> None:
+        if self._saver is not None:
+            self._saver.shutdown(wait=True)
+        if self._staging is not None:
+            self._staging.cleanup()
+        self._figures, self._saver, self._staging, self._tables = [], None, None, []
+        self._headline = set()
 
     def _add_headline_columns(self, names: list[str]) -> None:
         """Keep the experiment's shared runs-table view listing every headline metric logged so far

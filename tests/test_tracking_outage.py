@@ -1,0 +1,86 @@
+"""A tracking server that does not answer (issue 15 section 4: jobs logging to one server): before
+the run, one line naming the server and where its address came from, before any model call; in
+the middle of a run, one line naming the run, the records kept, and a rerun against the server
+back up continues the same run. Never MLflow's traceback after minutes of silent retries."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import yaml
+
+from tests import lifecycle as life
+from tests.fake_vendor_server import FakeVendorServer
+from tests.servers import free_port, mlflow_server
+
+
+@pytest.fixture
+def server():
+    with FakeVendorServer(key=life.KEY, answer=life.answer) as s:
+        yield s
+
+
+def _point_at(path, uri: str | None) -> None:
+    recipe = yaml.safe_load(path.read_text())
+    recipe["tracking"]["uri"] = uri
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+
+
+@pytest.mark.parametrize("where", ["tracking.uri", "$MLFLOW_TRACKING_URI"])
+def test_a_tracking_server_that_does_not_answer_stops_the_run_before_any_model_call(
+        tmp_path, server, monkeypatch, where):
+    closed = f"http://gestalt:s3cret-pw@127.0.0.1:{free_port()}"  # nothing listens there
+    path = life.api_recipe(tmp_path, server.url)
+    if where == "tracking.uri":
+        _point_at(path, closed)
+    else:
+        _point_at(path, None)
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", closed)
+    code, out, err = life.cli(path)
+    assert code == 1, err[-2000:]
+    assert "Traceback" not in err
+    (line,) = [x for x in err.splitlines() if x.startswith("gestalt")]
+    port = closed.rsplit(":", 1)[1]
+    assert line.startswith(f"gestalt: error: tracking server http://***@127.0.0.1:{port} ({where}) "
+                           f"does not answer"), line
+    assert "refused" in line and "tracking.enabled=false" in line
+    assert "s3cret-pw" not in out + err  # a password in the address is never printed
+    assert server.requests == [] and not life.record_lines(tmp_path)
+
+
+@pytest.mark.slow
+def test_a_tracking_server_lost_mid_run_keeps_the_records_and_a_rerun_continues_the_run(
+        tmp_path, monkeypatch):
+    # MLflow's own retries (about 4 minutes by default) are its business; here, none
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    store = tmp_path / "store"
+    store.mkdir()
+    with FakeVendorServer(key=life.KEY, answer=life.answer, delay_s=0.05) as slow:
+        path = life.api_recipe(tmp_path, slow.url, batch_size=1)
+        with mlflow_server(store) as uri:
+            _point_at(path, uri)
+            proc = life.start(path)
+            deadline = time.time() + 300
+            while time.time() < deadline and len(life.record_lines(tmp_path)) < 10:
+                assert proc.poll() is None, proc.communicate()
+                time.sleep(0.02)
+        # the server is gone; the trials go on, and the task's end cannot be logged
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 1, err[-3000:]
+        assert "Traceback" not in err
+        (line,) = [x for x in err.splitlines() if x.startswith("gestalt")]
+        assert f"tracking server {uri} stopped answering" in line and "of fake-api" in line, line
+        assert "records so far are kept, run the recipe again to resume" in line
+        assert len(life.record_lines(tmp_path)) == life.TRIALS
+        with mlflow_server(store) as back:  # the same store, on another port
+            _point_at(path, back)
+            code, out, err = life.cli(path)
+            assert code == 0, err[-3000:]
+            assert "0 new trials, 0 model calls" in out
+            from mlflow import MlflowClient
+
+            client = MlflowClient(back)
+            (run,) = client.search_runs([client.get_experiment_by_name("life").experiment_id])
+    assert f"continuing run {run.info.run_id}" in out and f"{run.info.run_id} of fake-api" in line
+    assert run.info.status == "FINISHED" and run.data.metrics[f"{life.TASK}/n"] == life.TRIALS
