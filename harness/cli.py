@@ -197,8 +197,9 @@ class CLI:
                recipe: str | None = None, uri: str | None = None):
         """Cross-model report from finished runs: figures, score tables, one HTML scorecard per model."""
         from .reports.report import build_report
-        from .tracking.mlflow_run import tracking_uri
+        from .tracking.mlflow_run import check_tracking_server, tracking_uri
 
+        check_tracking_server(uri, setting="--uri")
         written = build_report(tracking_uri(uri), experiment, out, run_ids=list(run_ids) or None,
                                recipe=recipe)
         for path in written.values():
@@ -209,9 +210,10 @@ class CLI:
                  uri: str | None = None, trained: str | None = None):
         """Register a battery run's scorecard (LoggedModel + Model Registry version, alias, tags),
         or with --trained=TASK the regressor the run trained for that task."""
-        from .tracking.mlflow_run import tracking_uri
+        from .tracking.mlflow_run import check_tracking_server, tracking_uri
         from .tracking.scorecards import register_scorecard, register_trained_model
 
+        check_tracking_server(uri, setting="--uri")
         if trained:
             reg_name, version = register_trained_model(tracking_uri(uri), run_id, trained, name=name,
                                                        alias=alias or "trained")

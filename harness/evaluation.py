@@ -3,7 +3,8 @@
 ``evaluate`` builds a recipe from its arguments and runs exactly what ``gestalt recipe`` runs
 (preflight, records and their cache, one MLflow run per model, figures); it never exits the
 interpreter: bad input raises :class:`harness.errors.GestaltError` subclasses (RecipeError,
-ModelError, DataError, PlanError) with the one-line message the CLI would print.
+ModelError, DataError, PlanError), and a tracking server that does not answer
+:class:`harness.errors.TrackingUnavailable`, with the one-line message the CLI would print.
 """
 
 from __future__ import annotations

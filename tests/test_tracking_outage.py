@@ -49,6 +49,18 @@ def test_a_tracking_server_that_does_not_answer_stops_the_run_before_any_model_c
     assert server.requests == [] and not life.record_lines(tmp_path)
 
 
+@pytest.mark.parametrize("command", [["report", "--out=REPORT"], ["register", "0123456789abcdef"]])
+def test_commands_reading_the_store_say_in_one_line_that_its_server_does_not_answer(tmp_path, capsys, command):
+    from harness.cli import main
+
+    closed = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(SystemExit) as exit_:
+        main([*(f"--out={tmp_path / 'report'}" if a == "--out=REPORT" else a for a in command), f"--uri={closed}"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 1 and "Traceback" not in err
+    assert err.startswith(f"gestalt: error: tracking server {closed} (--uri) does not answer"), err
+
+
 @pytest.mark.slow
 def test_a_tracking_server_lost_mid_run_keeps_the_records_and_a_rerun_continues_the_run(
         tmp_path, monkeypatch):

@@ -167,11 +167,12 @@ def shown_uri(uri: str) -> str:
     return parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
 
 
-def check_tracking_server(configured: str | None, timeout_s: float = 10.0) -> None:
-    """Before a run: an http(s) tracking server that does not answer at all (refused, no route,
-    timed out) stops it with one line, before any model is loaded, instead of MLflow's minutes
-    of retries and a traceback. A server that answers anything, even an error (an auth wall, a
-    proxy's 404), is left to MLflow's own calls."""
+def check_tracking_server(configured: str | None, setting: str = "tracking.uri", timeout_s: float = 10.0) -> None:
+    """Before a run (or a command reading the store): an http(s) tracking server that does not
+    answer at all (refused, no route, timed out) stops it with one line, before any model is
+    loaded, instead of MLflow's minutes of retries and a traceback. ``configured`` is the address
+    given by ``setting``, None for ``$MLFLOW_TRACKING_URI`` or the default. A server that answers
+    anything, even an error (an auth wall, a proxy's 404), is left to MLflow's own calls."""
     import urllib.error
     import urllib.request
 
@@ -186,7 +187,7 @@ def check_tracking_server(configured: str | None, timeout_s: float = 10.0) -> No
         return
     except OSError as e:  # URLError, a timeout, a reset
         why = getattr(e, "reason", None) or e
-        where = "tracking.uri" if configured else "$MLFLOW_TRACKING_URI"
+        where = setting if configured else "$MLFLOW_TRACKING_URI"
         raise TrackingUnavailable(
             f"tracking server {shown_uri(uri)} ({where}) does not answer ({why}): start it (`gestalt ui`, "
             f"mlflow/serve.sh), point {where} at one that runs, or run with --tracking.enabled=false") from None
