@@ -27,10 +27,13 @@ def _point_at(path, uri: str | None) -> None:
     path.write_text(yaml.safe_dump(recipe, sort_keys=False))
 
 
-@pytest.mark.parametrize("where", ["tracking.uri", "$MLFLOW_TRACKING_URI"])
+@pytest.mark.parametrize("scheme, where", [("http", "tracking.uri"), ("http", "$MLFLOW_TRACKING_URI"),
+                                           ("postgresql+psycopg2", "tracking.uri")])
 def test_a_tracking_server_that_does_not_answer_stops_the_run_before_any_model_call(
-        tmp_path, server, monkeypatch, where):
-    closed = f"http://gestalt:s3cret-pw@127.0.0.1:{free_port()}"  # nothing listens there
+        tmp_path, server, monkeypatch, scheme, where):
+    """A server MLflow reaches over HTTP, or a database it talks to itself."""
+    port = free_port()  # nothing listens there
+    closed = f"{scheme}://gestalt:s3cret-pw@127.0.0.1:{port}" + ("/mlflow" if scheme != "http" else "")
     path = life.api_recipe(tmp_path, server.url)
     if where == "tracking.uri":
         _point_at(path, closed)
@@ -41,12 +44,20 @@ def test_a_tracking_server_that_does_not_answer_stops_the_run_before_any_model_c
     assert code == 1, err[-2000:]
     assert "Traceback" not in err
     (line,) = [x for x in err.splitlines() if x.startswith("gestalt")]
-    port = closed.rsplit(":", 1)[1]
-    assert line.startswith(f"gestalt: error: tracking server http://***@127.0.0.1:{port} ({where}) "
-                           f"does not answer"), line
+    shown = closed.replace("gestalt:s3cret-pw@", "***@")
+    assert line.startswith(f"gestalt: error: tracking server {shown} ({where}) does not answer"), line
     assert "refused" in line and "tracking.enabled=false" in line
     assert "s3cret-pw" not in out + err  # a password in the address is never printed
     assert server.requests == [] and not life.record_lines(tmp_path)
+
+
+def test_a_bare_postgresql_address_is_refused_in_one_line(tmp_path, server):
+    path = life.api_recipe(tmp_path, server.url)
+    _point_at(path, "postgresql://gestalt:s3cret-pw@127.0.0.1:5432/mlflow")
+    code, out, err = life.cli(path)
+    assert code == 2 and "Traceback" not in err and "s3cret-pw" not in out + err
+    assert err.startswith("gestalt: error: tracking.uri: postgresql://***@127.0.0.1:5432/mlflow: write "
+                          "postgresql+psycopg2://"), err
 
 
 @pytest.mark.parametrize("command", [["report", "--out=REPORT"], ["register", "0123456789abcdef"]])

@@ -38,7 +38,7 @@ from typing import Any
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
-from ..errors import TrackingUnavailable
+from ..errors import GestaltError, TrackingUnavailable
 from ..trials.distributed import file_lock
 
 DEFAULT_URI = "sqlite:///mlflow.db"
@@ -178,6 +178,17 @@ def check_tracking_server(configured: str | None, setting: str = "tracking.uri",
 
     uri = tracking_uri(configured)
     parts = urlparse(uri)
+    where = setting if configured else "$MLFLOW_TRACKING_URI"
+    if parts.scheme == "postgresql":  # SQLAlchemy 2.1 reads it as psycopg 3 (mlflow/serve.sh says the same)
+        raise TrackingSettingError(f"{where}: {shown_uri(uri)}: write postgresql+psycopg2://... (a bare "
+                                   f"postgresql:// asks for the psycopg 3 driver, which is not installed)")
+    if parts.scheme.split("+")[0] in DATABASE_PORTS and parts.hostname:  # a database MLflow talks to itself
+        try:
+            socket.create_connection((parts.hostname, parts.port or DATABASE_PORTS[parts.scheme.split("+")[0]]),
+                                     timeout=timeout_s).close()
+        except OSError as e:
+            raise TrackingUnavailable(_not_answering(uri, where, e)) from None
+        return
     if parts.scheme not in ("http", "https"):
         return
     health = parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1], path=parts.path.rstrip("/") + "/health")
@@ -186,11 +197,19 @@ def check_tracking_server(configured: str | None, setting: str = "tracking.uri",
     except urllib.error.HTTPError:
         return
     except OSError as e:  # URLError, a timeout, a reset
-        why = getattr(e, "reason", None) or e
-        where = setting if configured else "$MLFLOW_TRACKING_URI"
-        raise TrackingUnavailable(
-            f"tracking server {shown_uri(uri)} ({where}) does not answer ({why}): start it (`gestalt ui`, "
-            f"mlflow/serve.sh), point {where} at one that runs, or run with --tracking.enabled=false") from None
+        raise TrackingUnavailable(_not_answering(uri, where, getattr(e, "reason", None) or e)) from None
+
+
+DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}
+
+
+class TrackingSettingError(GestaltError):
+    """A tracking address the harness cannot use as written."""
+
+
+def _not_answering(uri: str, where: str, why: object) -> str:
+    return (f"tracking server {shown_uri(uri)} ({where}) does not answer ({why}): start it (`gestalt ui`, "
+            f"mlflow/serve.sh), point {where} at one that runs, or run with --tracking.enabled=false")
 
 
 def tracking_lost(e: BaseException) -> str | None:
