@@ -167,25 +167,33 @@ def shown_uri(uri: str) -> str:
     return parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
 
 
+DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}  # stores MLflow reaches itself
+
+
+class TrackingSettingError(GestaltError):
+    """A tracking address the harness cannot use as written."""
+
+
 def check_tracking_server(configured: str | None, setting: str = "tracking.uri", timeout_s: float = 10.0) -> None:
-    """Before a run (or a command reading the store): an http(s) tracking server that does not
-    answer at all (refused, no route, timed out) stops it with one line, before any model is
-    loaded, instead of MLflow's minutes of retries and a traceback. ``configured`` is the address
-    given by ``setting``, None for ``$MLFLOW_TRACKING_URI`` or the default. A server that answers
-    anything, even an error (an auth wall, a proxy's 404), is left to MLflow's own calls."""
+    """Before a run (or a command reading the store): a tracking server, or a database MLflow
+    reaches itself, that does not answer at all (refused, no route, timed out) stops it with one
+    line, before any model is loaded, instead of MLflow's minutes of retries and a traceback.
+    ``configured`` is the address given by ``setting``, None for ``$MLFLOW_TRACKING_URI`` or the
+    default. A server that answers anything, even an error (an auth wall, a proxy's 404), is
+    left to MLflow's own calls."""
     import urllib.error
     import urllib.request
 
     uri = tracking_uri(configured)
     parts = urlparse(uri)
     where = setting if configured else "$MLFLOW_TRACKING_URI"
+    dialect = parts.scheme.split("+")[0]
     if parts.scheme == "postgresql":  # SQLAlchemy 2.1 reads it as psycopg 3 (mlflow/serve.sh says the same)
         raise TrackingSettingError(f"{where}: {shown_uri(uri)}: write postgresql+psycopg2://... (a bare "
                                    f"postgresql:// asks for the psycopg 3 driver, which is not installed)")
-    if parts.scheme.split("+")[0] in DATABASE_PORTS and parts.hostname:  # a database MLflow talks to itself
+    if dialect in DATABASE_PORTS and parts.hostname:
         try:
-            socket.create_connection((parts.hostname, parts.port or DATABASE_PORTS[parts.scheme.split("+")[0]]),
-                                     timeout=timeout_s).close()
+            socket.create_connection((parts.hostname, parts.port or DATABASE_PORTS[dialect]), timeout=timeout_s).close()
         except OSError as e:
             raise TrackingUnavailable(_not_answering(uri, where, e)) from None
         return
@@ -198,13 +206,6 @@ def check_tracking_server(configured: str | None, setting: str = "tracking.uri",
         return
     except OSError as e:  # URLError, a timeout, a reset
         raise TrackingUnavailable(_not_answering(uri, where, getattr(e, "reason", None) or e)) from None
-
-
-DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}
-
-
-class TrackingSettingError(GestaltError):
-    """A tracking address the harness cannot use as written."""
 
 
 def _not_answering(uri: str, where: str, why: object) -> str:
