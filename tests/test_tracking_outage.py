@@ -105,5 +105,10 @@ def test_a_tracking_server_lost_mid_run_keeps_the_records_and_a_rerun_continues_
 
             client = MlflowClient(back)
             (run,) = client.search_runs([client.get_experiment_by_name("life").experiment_id])
+            logged = {a.path for a in client.list_artifacts(run.info.run_id)}
+            figures = {a.path for a in client.list_artifacts(run.info.run_id, "figures")}
     assert f"continuing run {run.info.run_id}" in out and f"{run.info.run_id} of fake-api" in line
     assert run.info.status == "FINISHED" and run.data.metrics[f"{life.TASK}/n"] == life.TRIALS
+    # what the lost server never got is logged by the rerun: records, intervals, figures
+    assert {"records", "intervals.json", "figures"} <= logged, logged
+    assert f"figures/{life.TASK}.confusion.png" in figures, figures
