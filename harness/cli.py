@@ -199,7 +199,7 @@ class CLI:
         from .reports.report import build_report
         from .tracking.mlflow_run import check_tracking_server, tracking_uri
 
-        check_tracking_server(uri, setting="--uri")
+        check_tracking_server(uri, setting="--uri", must_exist=True)
         written = build_report(tracking_uri(uri), experiment, out, run_ids=list(run_ids) or None,
                                recipe=recipe)
         for path in written.values():
@@ -213,7 +213,7 @@ class CLI:
         from .tracking.mlflow_run import check_tracking_server, tracking_uri
         from .tracking.scorecards import register_scorecard, register_trained_model
 
-        check_tracking_server(uri, setting="--uri")
+        check_tracking_server(uri, setting="--uri", must_exist=True)
         if trained:
             reg_name, version = register_trained_model(tracking_uri(uri), run_id, trained, name=name,
                                                        alias=alias or "trained")
@@ -225,8 +225,9 @@ class CLI:
     def ui(self, uri: str | None = None, port: int = 5000, experiment: str = "gestalt"):
         """Browse the runs in the MLflow UI: a one-worker server on 127.0.0.1 for the current store
         (./mlflow.db, MLFLOW_TRACKING_URI or --uri); prints the runs table's URL. Ctrl-C stops it."""
-        from .tracking.mlflow_run import serve_ui, tracking_uri
+        from .tracking.mlflow_run import check_tracking_server, serve_ui, tracking_uri
 
+        check_tracking_server(uri, setting="--uri", must_exist=True)
         code = serve_ui(tracking_uri(uri), port=port, experiment=experiment)
         if code:
             raise SystemExit(code)

@@ -60,16 +60,36 @@ def test_a_bare_postgresql_address_is_refused_in_one_line(tmp_path, server):
                           "postgresql+psycopg2://"), err
 
 
-@pytest.mark.parametrize("command", [["report", "--out=REPORT"], ["register", "0123456789abcdef"]])
-def test_commands_reading_the_store_say_in_one_line_that_its_server_does_not_answer(tmp_path, capsys, command):
+READERS = [["report", "--out=REPORT"], ["register", "0123456789abcdef"], ["ui", "--port=1"]]
+
+
+def _read_store(tmp_path, command: list[str], uri: str) -> int:
+    """The command's exit status."""
     from harness.cli import main
 
-    closed = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(SystemExit) as exit_:
-        main([*(f"--out={tmp_path / 'report'}" if a == "--out=REPORT" else a for a in command), f"--uri={closed}"])
+        main([*(f"--out={tmp_path / 'report'}" if a == "--out=REPORT" else a for a in command), f"--uri={uri}"])
+    return int(exit_.value.code)
+
+
+@pytest.mark.parametrize("command", READERS)
+def test_commands_reading_the_store_say_in_one_line_that_its_server_does_not_answer(tmp_path, capsys, command):
+    closed = f"http://127.0.0.1:{free_port()}"
+    code = _read_store(tmp_path, command, closed)
     err = capsys.readouterr().err
-    assert exit_.value.code == 1 and "Traceback" not in err
+    assert code == 1 and "Traceback" not in err
     assert err.startswith(f"gestalt: error: tracking server {closed} (--uri) does not answer"), err
+
+
+@pytest.mark.parametrize("command", READERS)
+def test_commands_reading_the_store_refuse_a_store_file_that_is_not_there(tmp_path, capsys, command):
+    """... and make none (MLflow would create an empty database at the path given)."""
+    missing = tmp_path / "typo.db"
+    code = _read_store(tmp_path, command, f"sqlite:///{missing}")
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith(f"gestalt: error: sqlite:///{missing} (--uri): no MLflow store here"), err
+    assert not missing.exists()
 
 
 @pytest.mark.slow

@@ -174,19 +174,26 @@ class TrackingSettingError(GestaltError):
     """A tracking address the harness cannot use as written."""
 
 
-def check_tracking_server(configured: str | None, setting: str = "tracking.uri", timeout_s: float = 10.0) -> None:
+def check_tracking_server(configured: str | None, setting: str = "tracking.uri", timeout_s: float = 10.0,
+                          must_exist: bool = False) -> None:
     """Before a run (or a command reading the store): a tracking server, or a database MLflow
     reaches itself, that does not answer at all (refused, no route, timed out) stops it with one
     line, before any model is loaded, instead of MLflow's minutes of retries and a traceback.
     ``configured`` is the address given by ``setting``, None for ``$MLFLOW_TRACKING_URI`` or the
     default. A server that answers anything, even an error (an auth wall, a proxy's 404), is
-    left to MLflow's own calls."""
+    left to MLflow's own calls. ``must_exist``: a command that only reads the store refuses a
+    sqlite file that is not there (MLflow would make an empty one)."""
     import urllib.error
     import urllib.request
 
     uri = tracking_uri(configured)
     parts = urlparse(uri)
-    where = setting if configured else "$MLFLOW_TRACKING_URI"
+    where = (setting if configured else
+             "$MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") else "the default store")
+    db = _sqlite_path(uri)
+    if must_exist and db is not None and not db.is_file():
+        raise TrackingSettingError(f"{uri} ({where}): no MLflow store here (run a recipe first, or "
+                                   f"point {setting} at a store)")
     dialect = parts.scheme.split("+")[0]
     if parts.scheme == "postgresql":  # SQLAlchemy 2.1 reads it as psycopg 3 (mlflow/serve.sh says the same)
         raise TrackingSettingError(f"{where}: {shown_uri(uri)}: write postgresql+psycopg2://... (a bare "
@@ -691,15 +698,12 @@ UI_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 
 
 def serve_ui(uri: str, *, port: int, experiment: str, echo: Callable[[str], None] = print) -> int:
-    """Start the UI server for ``uri``, print the runs table's URL, serve until interrupted."""
+    """Start the UI server for ``uri`` (a store :func:`check_tracking_server` found), print the
+    runs table's URL, serve until interrupted."""
     import signal
     import subprocess
     import urllib.request
 
-    from ..errors import GestaltError
-
-    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
-        raise GestaltError(f"{uri}: no MLflow store here (run a recipe first, or pass --uri)")
     from mlflow import MlflowClient
 
     exp = MlflowClient(uri).get_experiment_by_name(experiment)
