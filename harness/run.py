@@ -348,9 +348,10 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
                     echo(f"{spec.id}: up to date: run {found[0]}")
                     return _logged_result(spec.id, found[0], found[1])
             folder_id = battery_folder_id(folder) if track else ""
+            experiment_id = open_store(uri, recipe.tracking.experiment) if track else None
             if track:
-                prior = find_battery(open_store(uri, recipe.tracking.experiment), spec.id, key,
-                                     _records_digest(stores), folder_id, new_run=new_run)
+                prior = find_battery(experiment_id, spec.id, key, _records_digest(stores), folder_id,
+                                     new_run=new_run)
                 for closed in prior.closed:
                     echo(f"{spec.id}: run {closed} was abandoned by a killed process; marked FAILED")
             up_to_date = dist.gather([prior.run_id if prior.up_to_date else None])[0]
@@ -363,7 +364,8 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
                     "gestalt.family": spec.family, BATTERY_KEY: key, BATTERY_FOLDER: folder_id,
                     **recipe.tracking.tags}
             ctx = (BatteryRun(uri=uri, experiment=recipe.tracking.experiment, run_name=spec.id, tags=tags,
-                              resume=prior.run_id) if track else contextlib.nullcontext())
+                              resume=prior.run_id, experiment_id=experiment_id)
+                   if track else contextlib.nullcontext())
             with ctx as run:
                 local_id = (run.run_id if run is not None
                             else f"{recipe.name}-{spec.id}-{time.strftime('%Y%m%d-%H%M%S')}")

@@ -101,6 +101,56 @@ def test_the_runs_table_view_is_read_once_per_battery(tmp_path, monkeypatch):
     assert view["selectedColumns"] == ["metrics.`color.B`", "metrics.`sil.B`", "metrics.`sil.kappa`"]
 
 
+def test_a_battery_reaches_the_store_in_ten_round_trips_and_tags_its_end_in_one(tmp_path, monkeypatch):
+    """Each store call is a round trip (over the network for a tracking server): a battery opens
+    the experiment once, and the tags a run gets as it ends (stimulus sets' digest, tables listed,
+    record digest) are one write after its artifacts. A new run in an existing experiment made 13
+    round trips before, three of them ``set_tag``."""
+    import threading
+
+    from mlflow import MlflowClient
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+    from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
+
+    from harness.recipes import load_recipe
+    from harness.run import run_recipe
+    from tests import lifecycle as life
+    from tests.fake_vendor_server import FakeVendorServer
+
+    calls, inside = [], threading.local()
+
+    def counted(name, method):
+        def call(*args, **kwargs):  # the outermost store call only: one round trip each
+            depth = getattr(inside, "depth", 0)
+            if not depth:
+                calls.append(name)
+            inside.depth = depth + 1
+            try:
+                return method(*args, **kwargs)
+            finally:
+                inside.depth = depth
+        return call
+
+    for name, method in vars(SqlAlchemyStore).items():
+        # shut_down_async_logging flushes this process's own queue: no store round trip
+        if callable(method) and not name.startswith("_") and name != "shut_down_async_logging":
+            monkeypatch.setattr(SqlAlchemyStore, name, counted(name, method))
+    monkeypatch.setenv(life.ENV_KEY, life.KEY)
+    with FakeVendorServer(key=life.KEY, answer=life.answer) as server:
+        recipe = load_recipe(life.api_recipe(tmp_path, server.url))
+        run_recipe(recipe, echo=lambda *_: None)  # makes the store and the experiment
+        calls.clear()
+        (result,) = run_recipe(recipe, echo=lambda *_: None, new_run=True)
+    assert len(calls) <= 10, calls
+    assert "set_tag" not in calls and calls.count("get_experiment_by_name") <= 2, calls
+    assert calls[-2:] == ["log_batch", "update_run_info"], calls  # the closing tags, then the end
+    run = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").get_run(result.run_id)
+    assert run.info.status == "FINISHED"
+    assert {"gestalt.records_sha256", "gestalt.stimulus_sets_sha256"} <= set(run.data.tags)
+    assert json.loads(run.data.tags[MLFLOW_LOGGED_ARTIFACTS]) == [
+        {"path": f"tables/{life.TASK}.json", "type": "table"}]
+
+
 def test_ui_refuses_a_missing_store_in_one_line(tmp_path):
     from tests.test_cli import gestalt
 

@@ -457,14 +457,19 @@ class BatteryRun:
     """Context manager around ``mlflow.start_run``: an exception ends the run FAILED, never FINISHED.
 
     ``resume`` continues an existing run of the same battery (MLflow sets it RUNNING again);
-    ``fail(outcome)`` ends it FAILED without an exception (every trial null)."""
+    ``fail(outcome)`` ends it FAILED without an exception (every trial null); ``experiment_id``:
+    the store already opened for this battery (:func:`open_store`), not looked up again.
+
+    The tags a run gets as it ends (the stimulus sets' digest, the tables it lists, the record
+    digest, the outcome) reach the store in one write, after its artifacts and just before it
+    is ended: each store call is a round trip, over the network for a tracking server."""
 
     def __init__(self, *, uri: str, experiment: str, run_name: str, tags: dict[str, str],
-                 resume: str | None = None):
+                 resume: str | None = None, experiment_id: str | None = None):
         import mlflow
 
         self.mlflow = mlflow
-        self.experiment_id = open_store(uri, experiment)
+        self.experiment_id = experiment_id or open_store(uri, experiment)
         self.run_name = run_name
         self.tags = {**tags, **_owner_tags()}
         self.resume = resume
@@ -477,13 +482,14 @@ class BatteryRun:
         self._staging: tempfile.TemporaryDirectory[str] | None = None
         self._tables: list[str] = []
         self._headline: set[str] = set()  # the headline metrics logged, listed in the runs table's view at the end
+        self._closing_tags: dict[str, str] = {}  # written in one call as the run ends (__exit__)
 
     def __enter__(self) -> BatteryRun:
         if self.resume:
             self.run = self.mlflow.start_run(run_id=self.resume)
             self.mlflow.set_tags(self.tags)
         else:
-            self.run = self.mlflow.start_run(run_name=self.run_name, tags=self.tags)
+            self.run = self.mlflow.start_run(experiment_id=self.experiment_id, run_name=self.run_name, tags=self.tags)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -494,16 +500,21 @@ class BatteryRun:
         if exc_type is not None:
             self.outcome = "interrupted" if issubclass(exc_type, KeyboardInterrupt) else f"error: {exc_type.__name__}"
         if self.outcome:
-            self.mlflow.set_tag(OUTCOME, self.outcome)
+            self._closing_tags[OUTCOME] = self.outcome
+        if self._closing_tags:
+            from mlflow.entities import RunTag
+
+            self.mlflow.MlflowClient().log_batch(
+                self.run_id, tags=[RunTag(k, v) for k, v in self._closing_tags.items()])
         self.mlflow.end_run(status="FAILED" if self.outcome else "FINISHED")
 
     def fail(self, outcome: str) -> None:
         self.outcome = outcome
 
     def finish(self, records_digest: str) -> None:
-        """The digest an unchanged rerun compares against (logged last: a run killed before it is
-        never taken for up to date)."""
-        self.mlflow.set_tag(RECORDS_DIGEST, records_digest)
+        """The digest an unchanged rerun compares against (logged as the run ends, with its last
+        tags: a run killed before that is never taken for up to date)."""
+        self._closing_tags[RECORDS_DIGEST] = records_digest
 
     @property
     def run_id(self) -> str:
@@ -601,7 +612,7 @@ class BatteryRun:
                 before = self.mlflow.get_run(self.run_id).data.tags if self.resume else {}
                 listed = json.loads(before.get(MLFLOW_LOGGED_ARTIFACTS, "[]"))
                 listed += [t for t in ({"path": p, "type": "table"} for p in self._tables) if t not in listed]
-                self.mlflow.set_tag(MLFLOW_LOGGED_ARTIFACTS, json.dumps(listed))
+                self._closing_tags[MLFLOW_LOGGED_ARTIFACTS] = json.dumps(listed)
         finally:
             self._reset_staging()
 
@@ -649,7 +660,7 @@ class BatteryRun:
         self._staged("recipe.sha256").write_text(recipe_sha256 + "\n")
         self._stage_dict(stimulus_sets, "stimulus_sets.json")
         digest = hashlib.sha256(json.dumps(stimulus_sets, sort_keys=True).encode()).hexdigest()
-        self.mlflow.set_tag("gestalt.stimulus_sets_sha256", digest)
+        self._closing_tags["gestalt.stimulus_sets_sha256"] = digest
         self._log_staged()  # last: the figures still rendering overlap the calls above
 
     def log_training(self, task_id: str, history: list[list[dict[str, float]]],
