@@ -16,10 +16,13 @@ process, on the same stimuli, at the same batch size, each loading its model fro
 
 Before the timed runs each row runs once on both sides (warm-up): imports, the MLflow store's
 tables, and what a process computes once and every later model reuses (the human references of a
-task's panel: they do not depend on the model). Timed runs alternate (bare, gestalt, bare, ...) so
-machine noise hits both. The table gives each side's fastest rep and their ratio (timeit's rule:
-noise only adds time; the physical limit is about 1.0, the model's own work), the ratio of the
-medians beside it, where the bare loop's time goes and what gestalt adds by phase.
+task's panel: they do not depend on the model). Timed runs come in pairs whose order swaps each
+rep (bare then gestalt, gestalt then bare, ...), so machine noise hits both, and a machine that
+speeds up or slows down over the reps favours neither side (in a plain alternation the side that
+always runs second gains from a speed-up). The table gives each side's fastest rep and their
+ratio (timeit's rule: noise only adds time; the physical limit is about 1.0, the model's own
+work), the ratio of the medians beside it, where the bare loop's time goes and what gestalt adds
+by phase.
 A task's gestalt time is what the run spent on it in the main thread (its trials, scores, figures
 drawn, MLflow logging); its figures are saved to PNG in the background meanwhile, and the run's
 wall time (preflight, the MLflow run, waiting for the last figures) is the battery row. Each
@@ -410,9 +413,10 @@ def main() -> None:
             bare(run, mirror, store)
             sides: dict[str, list] = {"bare": [], "gestalt": []}
             full = FullCollections()
-            for _ in range(args.reps):
-                sides["bare"].append(full.timed("bare", bare, run, mirror, store))
-                sides["gestalt"].append(full.timed("gestalt", gestalt, run, mirror, store))
+            for rep in range(args.reps):
+                for side, fn in ((("bare", bare), ("gestalt", gestalt)) if rep % 2 == 0 else
+                                 (("gestalt", gestalt), ("bare", bare))):
+                    sides[side].append(full.timed(side, fn, run, mirror, store))
             full.close()
             ratios.update(report(run, sides))
             print(f"{'':<16}full gc passes over the timed reps: " + "; ".join(
