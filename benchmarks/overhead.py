@@ -21,8 +21,10 @@ rep (bare then gestalt, gestalt then bare, ...), so machine noise hits both, and
 speeds up or slows down over the reps favours neither side (in a plain alternation the side that
 always runs second gains from a speed-up). The table gives each side's fastest rep and their
 ratio (timeit's rule: noise only adds time; the physical limit is about 1.0, the model's own
-work), the ratio of the medians beside it, where the bare loop's time goes and what gestalt adds
-by phase.
+work), the ratio of the medians, the median of the pairs' own ratios (``paired``: each pair's
+two runs are next to each other in time, so a machine whose speed drifts over minutes moves both
+alike), where the bare loop's time goes and what gestalt adds by phase. The last lines name the
+rows over 1.05 by each of the three.
 A task's gestalt time is what the run spent on it in the main thread (its trials, scores, figures
 drawn, MLflow logging); its figures are saved to PNG in the background meanwhile, and the run's
 wall time (preflight, the MLflow run, waiting for the last figures) is the battery row. Each
@@ -403,9 +405,10 @@ def main() -> None:
         print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, cpu; encoder {args.model}, "
               f"batch {args.batch_size}; {args.reps} timed reps per side after one warm-up; next batch "
               f"prepared beside the model: {args.prepare_beside}; glibc heap kept: {'yes' if heap_kept else 'no'}")
-        print(f"{'row':<16}{'bare s':>8}{'gestalt s':>11}{'ratio':>7}{'median':>8}  bare loop's time (share)"
+        print(f"{'row':<16}{'bare s':>8}{'gestalt s':>11}{'ratio':>7}{'median':>8}{'paired':>8}  "
+              "bare loop's time (share)"
               f"{'':<24}gestalt's phases (s): trials, scores, figures, tracking")
-        ratios = {}
+        ratios: dict[str, dict[str, float]] = {}  # row -> statistic -> gestalt / bare
         for run in runs(args, scratch):
             store = scratch / f"store-{run.name}"
             store.mkdir()
@@ -422,13 +425,15 @@ def main() -> None:
             print(f"{'':<16}full gc passes over the timed reps: " + "; ".join(
                 f"{side} {full.passes[side]} ({full.seconds[side]:.2f} s)" for side in sides))
         print()
-        over = [name for name, r in ratios.items() if r > 1.05]
-        print("every row <= 1.05" if not over else f"rows over 1.05: {', '.join(over)}")
+        for statistic in ("fastest", "median", "paired"):
+            over = [name for name, r in ratios.items() if r[statistic] > 1.05]
+            print(f"by the {statistic} ratio: " + (f"rows over 1.05: {', '.join(over)}" if over else
+                                                    "every row <= 1.05"))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def report(run: Run, sides: dict[str, list]) -> dict[str, float]:
+def report(run: Run, sides: dict[str, list]) -> dict[str, dict[str, float]]:
     """Print a run's rows (one per task, and the whole run when it has several); their ratios.
     A row's phases are per timed rep; a task row's are its own, the whole run's add the battery's."""
     ratios = {}
@@ -445,17 +450,20 @@ def report(run: Run, sides: dict[str, list]) -> dict[str, float]:
                 b_phases.update(phases.get(t, {}))
                 g_phases.update(seconds.get(t, {}))
         # timeit's rule: noise (another process, the scheduler) only ever adds time, so each
-        # side's fastest rep is its best estimate; the medians' ratio is printed beside it
+        # side's fastest rep is its best estimate; the medians' ratio and the pairs' are beside it
         b, g = min(b_runs), min(g_runs)
-        ratios[name] = g / b
-        median_ratio = statistics.median(g_runs) / statistics.median(b_runs)
+        pairs = [gr / br for br, gr in zip(b_runs, g_runs)]  # rep i's two runs, next to each other
+        ratios[name] = {"fastest": g / b, "median": statistics.median(g_runs) / statistics.median(b_runs),
+                        "paired": statistics.median(pairs)}
         total_b = sum(b_phases.values()) or 1.0
         shares = ", ".join(f"{k} {v / total_b:.0%}" for k, v in b_phases.most_common())
         n = len(sides["gestalt"])
         phases = ", ".join(f"{g_phases.get(k, 0.0) / n:.2f}" for k in ("trials", "scores", "figures", "tracking"))
-        print(f"{name:<16}{b:>8.2f}{g:>11.2f}{g / b:>7.3f}{median_ratio:>8.3f}  {shares:<48}{phases}")
+        r = ratios[name]
+        print(f"{name:<16}{b:>8.2f}{g:>11.2f}{r['fastest']:>7.3f}{r['median']:>8.3f}{r['paired']:>8.3f}  "
+              f"{shares:<48}{phases}")
         print(f"{'':<16}runs bare {', '.join(f'{x:.2f}' for x in b_runs)}; gestalt "
-              f"{', '.join(f'{x:.2f}' for x in g_runs)}")
+              f"{', '.join(f'{x:.2f}' for x in g_runs)}; pairs {', '.join(f'{x:.3f}' for x in pairs)}")
     if run.note:
         print(f"{'':<16}{run.note}")
     return ratios
