@@ -24,7 +24,9 @@ ratio (timeit's rule: noise only adds time; the physical limit is about 1.0, the
 work), the ratio of the medians, the median of the pairs' own ratios (``paired``: each pair's
 two runs are next to each other in time, so a machine whose speed drifts over minutes moves both
 alike), where the bare loop's time goes and what gestalt adds by phase. The last lines name the
-rows over 1.05 by each of the three.
+rows over 1.05 by each of the three, then what the pairs can tell: an interval for the median
+pair ratio that assumes nothing of the noise's shape (order statistics), and whether it lies
+wholly under 1.05, wholly over it, or across it, where these reps cannot decide.
 A task's gestalt time is what the run spent on it in the main thread (its trials, scores, figures
 drawn, MLflow logging); its figures are saved to PNG in the background meanwhile, and the run's
 wall time (preflight, the MLflow run, waiting for the last figures) is the battery row. Each
@@ -49,6 +51,7 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
+import math
 import os
 import shutil
 import statistics
@@ -429,8 +432,32 @@ def main() -> None:
             over = [name for name, r in ratios.items() if r[statistic] > 1.05]
             print(f"by the {statistic} ratio: " + (f"rows over 1.05: {', '.join(over)}" if over else
                                                     "every row <= 1.05"))
+        verdicts: dict[str, list[str]] = {"under 1.05": [], "over 1.05": [], "across 1.05 (undecided)": []}
+        for name, r in ratios.items():
+            lo, hi = r["pairs_low"], r["pairs_high"]
+            verdict = "under 1.05" if hi <= 1.05 else "over 1.05" if lo > 1.05 else "across 1.05 (undecided)"
+            verdicts[verdict].append(f"{name} [{lo:.3f}, {hi:.3f}]")
+        coverage = min(r["pairs_coverage"] for r in ratios.values())  # every row has --reps pairs
+        print(f"median pair ratio, {coverage:.1%} interval: " + "; ".join(
+            f"{verdict}: {', '.join(rows)}" for verdict, rows in verdicts.items() if rows))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def median_interval(values: list[float], coverage: float = 0.9) -> tuple[float, float, float]:
+    """(low, high, coverage): the order statistics x(k) and x(n+1-k) of ``values``, k as large as
+    keeps the chance that they enclose the median at least ``coverage`` (the median splits the
+    values like fair coins: 1 - 2 P(Binomial(n, 1/2) < k)); the lowest and highest value where
+    even those fall short (3 values: 75%). With 5 or 7 pairs it is the lowest and highest pair."""
+    xs, n = sorted(values), len(values)
+
+    def enclosed(k: int) -> float:
+        return 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2 ** n
+
+    k = 1
+    while k < (n + 1) // 2 and enclosed(k + 1) >= coverage:
+        k += 1
+    return xs[k - 1], xs[n - k], enclosed(k)
 
 
 def report(run: Run, sides: dict[str, list]) -> dict[str, dict[str, float]]:
@@ -455,6 +482,7 @@ def report(run: Run, sides: dict[str, list]) -> dict[str, dict[str, float]]:
         pairs = [gr / br for br, gr in zip(b_runs, g_runs)]  # rep i's two runs, next to each other
         ratios[name] = {"fastest": g / b, "median": statistics.median(g_runs) / statistics.median(b_runs),
                         "paired": statistics.median(pairs)}
+        ratios[name]["pairs_low"], ratios[name]["pairs_high"], ratios[name]["pairs_coverage"] = median_interval(pairs)
         total_b = sum(b_phases.values()) or 1.0
         shares = ", ".join(f"{k} {v / total_b:.0%}" for k, v in b_phases.most_common())
         n = len(sides["gestalt"])

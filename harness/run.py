@@ -347,9 +347,10 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
                 if found is not None:
                     echo(f"{spec.id}: up to date: run {found[0]}")
                     return _logged_result(spec.id, found[0], found[1])
-            folder_id = battery_folder_id(folder) if track else ""
-            experiment_id = open_store(uri, recipe.tracking.experiment) if track else None
+            folder_id, experiment_id = "", None
             if track:
+                folder_id = battery_folder_id(folder)
+                experiment_id = open_store(uri, recipe.tracking.experiment)  # once: BatteryRun takes it
                 prior = find_battery(experiment_id, spec.id, key, _records_digest(stores), folder_id,
                                      new_run=new_run)
                 for closed in prior.closed:
