@@ -480,9 +480,10 @@ def report(run: Run, sides: dict[str, list]) -> dict[str, dict[str, float]]:
         # side's fastest rep is its best estimate; the medians' ratio and the pairs' are beside it
         b, g = min(b_runs), min(g_runs)
         pairs = [gr / br for br, gr in zip(b_runs, g_runs)]  # rep i's two runs, next to each other
+        low, high, coverage = median_interval(pairs)
         ratios[name] = {"fastest": g / b, "median": statistics.median(g_runs) / statistics.median(b_runs),
-                        "paired": statistics.median(pairs)}
-        ratios[name]["pairs_low"], ratios[name]["pairs_high"], ratios[name]["pairs_coverage"] = median_interval(pairs)
+                        "paired": statistics.median(pairs), "pairs_low": low, "pairs_high": high,
+                        "pairs_coverage": coverage}
         total_b = sum(b_phases.values()) or 1.0
         shares = ", ".join(f"{k} {v / total_b:.0%}" for k, v in b_phases.most_common())
         n = len(sides["gestalt"])
