@@ -8,7 +8,14 @@ A module never imports from a later stage (tests/test_layers.py enforces it).
 Python API (:mod:`harness.evaluation`), imported on first use so ``import harness`` stays light.
 """
 
+import os
 from typing import Any
+
+# MLflow sends usage telemetry to its servers from every process that imports it (a thread that
+# fetches a config over the internet at import, then posts records of API calls). An evaluation
+# run on a lab's machines or a cluster's nodes sends nothing of the sort unless its user says so:
+# MLFLOW_DISABLE_TELEMETRY=false opts in. Set before any gestalt module imports mlflow.
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 __version__ = "0.1.0"
 __all__ = ["__version__", "evaluate", "load_records"]

@@ -66,6 +66,8 @@ esac
 # Background jobs serve MLflow's GenAI features (judges, trace roll-ups), which gestalt does not
 # use; off by default, they would add seven worker processes.
 export MLFLOW_SERVER_ENABLE_JOB_EXECUTION=${MLFLOW_SERVER_ENABLE_JOB_EXECUTION:-false}
+# MLflow's usage telemetry (posted to its servers) stays off unless the caller turns it on.
+export MLFLOW_DISABLE_TELEMETRY=${MLFLOW_DISABLE_TELEMETRY:-true}
 # Through the environment, not argv: a PostgreSQL URI carries a password that `ps` would show.
 export MLFLOW_BACKEND_STORE_URI=$backend
 # exec: the server keeps this script's PID and process group, so callers can stop it by PID.

@@ -94,11 +94,13 @@ FAKE_MLFLOW = """#!/usr/bin/env bash
 printf 'arg=%s\\n' "$@"
 echo "backend=$MLFLOW_BACKEND_STORE_URI"
 echo "jobs=$MLFLOW_SERVER_ENABLE_JOB_EXECUTION"
+echo "telemetry_disabled=${MLFLOW_DISABLE_TELEMETRY-unset}"
 """
 
 
 def serve(tmp_path, *args, env_file=None, **env):
-    """Run serve.sh with a fake mlflow; return (argv it got, backend URI, job setting)."""
+    """Run serve.sh with a fake mlflow; return (argv it got, the MLflow settings it got by name:
+    backend, jobs, telemetry_disabled)."""
     fake = tmp_path / "fake-mlflow"
     fake.write_text(FAKE_MLFLOW)
     fake.chmod(0o755)
@@ -116,7 +118,7 @@ def serve(tmp_path, *args, env_file=None, **env):
     lines = done.stdout.splitlines()
     argv = [ln.removeprefix("arg=") for ln in lines if ln.startswith("arg=")]
     found = dict(ln.split("=", 1) for ln in lines if not ln.startswith("arg="))
-    return argv, found["backend"], found["jobs"]
+    return argv, found
 
 
 def flag(argv, name):
@@ -124,22 +126,24 @@ def flag(argv, name):
 
 
 def test_serve_defaults_sqlite_loopback_one_worker_proxied_artifacts(tmp_path):
-    argv, backend, jobs = serve(tmp_path)
+    argv, found = serve(tmp_path)
     data = tmp_path / "data"
     assert argv[0] == "server"
-    assert backend == f"sqlite:///{data}/mlflow.db"
+    assert found["backend"] == f"sqlite:///{data}/mlflow.db"
     assert "--serve-artifacts" in argv and flag(argv, "--artifacts-destination") == str(data / "artifacts")
     assert (flag(argv, "--host"), flag(argv, "--port"), flag(argv, "--workers")) == ("127.0.0.1", "5000", "1")
-    assert jobs == "false"
+    assert found["jobs"] == "false"
+    assert found["telemetry_disabled"] == "true", "the server posts no usage telemetry unless asked"
     assert (data / "artifacts").is_dir()
+    assert serve(tmp_path, MLFLOW_DISABLE_TELEMETRY="false")[1]["telemetry_disabled"] == "false"
 
 
 def test_serve_env_file_then_caller_environment_wins(tmp_path):
     dsn = "postgresql+psycopg2://mlflow:s3cret@db.lab:5432/mlflow"
     env_file = f"GESTALT_MLFLOW_BACKEND={dsn}\nGESTALT_MLFLOW_PORT=6001\nGESTALT_MLFLOW_WORKERS=4\n"
-    argv, backend, _ = serve(tmp_path, "--allowed-hosts", "mlflow.lab", env_file=env_file,
+    argv, found = serve(tmp_path, "--allowed-hosts", "mlflow.lab", env_file=env_file,
                              GESTALT_MLFLOW_PORT="7002", GESTALT_MLFLOW_HOST="0.0.0.0")
-    assert backend == dsn
+    assert found["backend"] == dsn
     assert not any("s3cret" in a for a in argv), "the database password must stay out of argv"
     assert (flag(argv, "--host"), flag(argv, "--port"), flag(argv, "--workers")) == ("0.0.0.0", "7002", "4")
     assert flag(argv, "--allowed-hosts") == "mlflow.lab"
@@ -180,3 +184,32 @@ def test_a_gestalt_battery_logs_through_the_server_over_http(tmp_path):
     assert run.metrics[f"{task}/n"] == 80
     assert f"records/{task}.jsonl" in run.artifacts and "intervals.json" in run.artifacts
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlruns").exists()
+
+
+# --- MLflow's usage telemetry: nothing posted to MLflow's servers unless the user asks ---
+
+# MLflow itself stays quiet under CI or pytest (mlflow.telemetry.utils._is_ci_env_or_testing); a
+# user's shell has none of these, so the child process runs without them
+CI_MARKERS = ("PYTEST_CURRENT_TEST", "GITHUB_ACTIONS", "CI", "CIRCLECI", "GITLAB_CI", "JENKINS_URL",
+              "TRAVIS", "TF_BUILD", "BITBUCKET_BUILD_NUMBER", "CODEBUILD_BUILD_ARN", "BUILDKITE",
+              "TEAMCITY_VERSION", "CLOUD_RUN_EXECUTION", "RUNBOT_HOST_URL", "RUNBOT_BUILD_NAME",
+              "RUNBOT_WORKER_ID", "DO_NOT_TRACK", "MLFLOW_DISABLE_TELEMETRY")
+TELEMETRY_CLIENT = """
+import harness.tracking.mlflow_run  # as the CLI and harness.evaluate import it, before mlflow
+import mlflow
+from mlflow.telemetry import get_telemetry_client
+print("client" if get_telemetry_client() is not None else "none")
+"""
+
+
+def telemetry_client(**env):
+    full = {k: v for k, v in os.environ.items() if k not in CI_MARKERS}
+    done = subprocess.run([sys.executable, "-c", TELEMETRY_CLIENT], env={**full, **env}, capture_output=True,
+                          text=True, timeout=120, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()[-1]
+
+
+def test_a_gestalt_process_sends_mlflow_no_usage_telemetry_unless_its_user_opts_in():
+    assert telemetry_client() == "none"
+    assert telemetry_client(MLFLOW_DISABLE_TELEMETRY="false") == "client"
