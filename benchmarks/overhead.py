@@ -5,7 +5,8 @@ per task and one for the whole battery), a prompt model on the silhouettes (a VL
 config with random weights) and a CNN regressor trained on bar charts. Both sides run in this one
 process, on the same stimuli, at the same batch size, each loading its model from its weights:
 
-- bare: a plain loop, serial: load the model; per batch, get the images the task shows (decode
+- bare: a plain loop, serial: build the stimulus sets from the sources (the items and chart
+  parameters, as gestalt's preflight does); load the model; per batch, get the images the task shows (decode
   a file or render a chart, ``Stimulus.image`` / ``.parts``), preprocess, forward (for the VLM:
   chat template, ``generate``, decode; for the CNN: render the training charts, train the same
   network for the same epochs with a validation pass each, predict the test charts, under the
@@ -43,7 +44,7 @@ on flat-colour stand-in images (one per concept), which cost the model the same 
 once resized, and says so.
 
 Usage: ``.venv/bin/python benchmarks/overhead.py [--reps 3] [--runs gestalt,vlm,cnn] [--model efficientnet-lite2]
-[--prepare-beside auto|always|never] [--cpu-heap keep|system] [--no-bare-cnn-deterministic]``
+[--cnn-scale 1.0] [--prepare-beside auto|always|never] [--cpu-heap keep|system] [--no-bare-cnn-deterministic]``
 """
 
 from __future__ import annotations
@@ -81,9 +82,13 @@ VLM_VISION = dict(hidden_size=384, intermediate_size=1536, num_hidden_layers=6, 
                   image_size=224, patch_size=16)
 VLM_TEXT = dict(hidden_size=512, intermediate_size=2048, num_hidden_layers=8, num_attention_heads=8)
 VLM_MAX_NEW_TOKENS = 8
+# recipes/bars-quick.yaml's network, trained 4 epochs on 4,000 charts: about 15 s on this 2-core
+# CPU, of the order of the VLM row and still a twelfth of that recipe's 10 epochs on 20,000 charts
+# (what a run adds is a fixed cost of a few tenths of a second, so a smaller training shows that
+# cost rather than the harness at the scale it is used; --cnn-scale 0.5 halves both)
 CNN_OPTIONS = {"pixel_conv": [8], "column_channels": 32, "width": 64, "depth": 4, "hidden": 128,
-               "optimizer": "adamw", "lr": 1.0e-3, "batch_size": 32, "max_epochs": 2, "patience": 100}
-CNN_DATA = {"n_train": 2000, "n_val": 200, "n_test": 200, "ood": "none", "readout": {"gradcam": False}}
+               "optimizer": "adamw", "lr": 1.0e-3, "batch_size": 32, "max_epochs": 4, "patience": 100}
+CNN_DATA = {"n_train": 4000, "n_val": 400, "n_test": 400, "ood": "none", "readout": {"gradcam": False}}
 
 
 @dataclass
@@ -329,9 +334,11 @@ def runs(args, scratch: Path) -> list[Run]:
                         "generation": {"max_new_tokens": VLM_MAX_NEW_TOKENS}},
                        "vlm: LLaVA architecture, random weights (answers 'knife'), 224 px, at most 8 new tokens"))
     cnn_loop = functools.partial(bare_cnn, deterministic=args.bare_cnn_deterministic)
-    out.append(Run("cnn", {"ratio.chart.grape_type1": ("cnn bars", CNN_DATA, cnn_loop)},
-                   {"id": "colnet", "source": "cnn", "name": "colnet", "batch_size": 256, "options": CNN_OPTIONS},
-                   f"cnn: colnet trained {CNN_OPTIONS['max_epochs']} epochs on {CNN_DATA['n_train']} charts; the bare "
+    cnn_options = {**CNN_OPTIONS, "max_epochs": max(1, round(CNN_OPTIONS["max_epochs"] * args.cnn_scale))}
+    cnn_data = {**CNN_DATA, **{k: max(10, round(CNN_DATA[k] * args.cnn_scale)) for k in ("n_train", "n_val", "n_test")}}
+    out.append(Run("cnn", {"ratio.chart.grape_type1": ("cnn bars", cnn_data, cnn_loop)},
+                   {"id": "colnet", "source": "cnn", "name": "colnet", "batch_size": 256, "options": cnn_options},
+                   f"cnn: colnet trained {cnn_options['max_epochs']} epochs on {cnn_data['n_train']} charts; the bare "
                    f"loop {'with' if args.bare_cnn_deterministic else 'WITHOUT'} the model's deterministic algorithms"))
     return [r for r in out if r.name in args.runs]
 
@@ -365,11 +372,15 @@ def bare(run: Run, mirror: Path, store: Path) -> tuple[float, dict[str, Counter]
     from harness.sources import Sources
 
     recipe = recipe_for(run, mirror, store, store / "unused")
-    stimsets = build_stimsets(recipe, Sources(mirror=mirror), list(run.tasks))
     entry = recipe.models[0].model_dump()
     t0 = time.perf_counter()
+    # the stimuli a script would show, from the same sources and options as gestalt's preflight
+    # (the chart parameters drawn, the item lists read); a whole run's phase, not a task's
+    stimsets = build_stimsets(recipe, Sources(mirror=mirror), list(run.tasks))
+    built = Phases()
+    built.lap("build stimuli", t0)
     phases = {task: loop(entry, stimsets[task]) for task, (_, _, loop) in run.tasks.items()}
-    return time.perf_counter() - t0, phases
+    return time.perf_counter() - t0, {**phases, "battery": built}
 
 
 def main() -> None:
@@ -380,6 +391,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--runs", default="gestalt,vlm,cnn", help="comma-separated runs to make")
     ap.add_argument("--things-triplets", type=int, default=120)
+    ap.add_argument("--cnn-scale", type=float, default=1.0,
+                    help="the CNN row's epochs and charts times this (0.5: 2 epochs on 2,000 charts)")
     ap.add_argument("--bare-cnn-deterministic", action=argparse.BooleanOptionalAction, default=True,
                     help="the bare CNN loop trains under the model's bit-reproducibility settings")
     ap.add_argument("--prepare-beside", choices=("auto", "always", "never"), default="auto",
@@ -410,7 +423,7 @@ def main() -> None:
               f"prepared beside the model: {args.prepare_beside}; glibc heap kept: {'yes' if heap_kept else 'no'}")
         print(f"{'row':<16}{'bare s':>8}{'gestalt s':>11}{'ratio':>7}{'median':>8}{'paired':>8}  "
               "bare loop's time (share)"
-              f"{'':<24}gestalt's phases (s): trials, scores, figures, tracking")
+              f"{'':<41}gestalt's phases (s): trials, scores, figures, tracking")
         ratios: dict[str, dict[str, float]] = {}  # row -> statistic -> gestalt / bare
         for run in runs(args, scratch):
             store = scratch / f"store-{run.name}"
@@ -490,7 +503,7 @@ def report(run: Run, sides: dict[str, list]) -> dict[str, dict[str, float]]:
         phases = ", ".join(f"{g_phases.get(k, 0.0) / n:.2f}" for k in ("trials", "scores", "figures", "tracking"))
         r = ratios[name]
         print(f"{name:<16}{b:>8.2f}{g:>11.2f}{r['fastest']:>7.3f}{r['median']:>8.3f}{r['paired']:>8.3f}  "
-              f"{shares:<48}{phases}")
+              f"{shares:<64} {phases}")
         print(f"{'':<16}runs bare {', '.join(f'{x:.2f}' for x in b_runs)}; gestalt "
               f"{', '.join(f'{x:.2f}' for x in g_runs)}; pairs {', '.join(f'{x:.3f}' for x in pairs)}")
     if run.note:
