@@ -254,3 +254,61 @@ def test_transparent_images_are_shown_on_white(adapters):
     (r,) = PromptChoice(stimset).respond(model, stimset.stimuli)
     assert model.seen.mode == "RGB" and model.seen.getpixel((0, 0)) == (255, 255, 255)
     assert parse_integer(r.raw_output, (1, 2, 3)).value == r.response == 2
+
+
+@pytest.mark.parametrize("progress", [False, True])
+def test_transformers_loading_bar_follows_runtime_progress(model_dirs, write_recipe, progress):
+    """transformers draws a "Loading weights" bar at each load; with `runtime.progress: false`
+    (a batch job's log) a run draws no bar at all. With it on, the bar is there: this test sees it."""
+    import os
+    import subprocess
+    import sys
+
+    path = write_recipe([{"id": "tiny-vlm", "source": "hf-vlm", "name": str(model_dirs["qwen2_vl_says_cat"]),
+                          "family": "vlm", "batch_size": 16, "generation": {"max_new_tokens": 4}}],
+                        ["closure.nat.silhouette"], runtime={"device": "cpu", "progress": progress},
+                        tracking={"enabled": False})
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    res = subprocess.run([sys.executable, "-m", "harness.cli", "recipe", str(path)], capture_output=True,
+                         text=True, env={**env, "HF_HUB_OFFLINE": "1"}, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    bars = "\n".join(line for line in res.stderr.replace("\r", "\n").splitlines() if "it/s" in line
+                     or "trial/s" in line or "Loading weights" in line)
+    if progress:
+        assert "Loading weights" in bars and "tiny-vlm closure.nat.silhouette" in bars
+    else:
+        assert bars == ""
+
+
+HUB_SWITCH = """
+import os, sys, warnings
+warnings.simplefilter("error")  # the hub warns where the user's variable overrides a switch
+{before}
+from harness.models.device import hub_progress_bars
+with hub_progress_bars(shown=False):
+    import transformers.utils.logging as tl
+    from huggingface_hub.utils import are_progress_bars_disabled
+    inside = (tl.is_progress_bar_enabled(), not are_progress_bars_disabled())
+print(inside, (tl.is_progress_bar_enabled(), not are_progress_bars_disabled()))
+"""
+
+
+@pytest.mark.parametrize("before, env, says", [
+    ("", None, "(False, False) (True, True)"),  # transformers first imported inside
+    ("import transformers.utils.logging", None, "(False, False) (True, True)"),
+    ("import transformers.utils.logging as t; t.disable_progress_bar()", None, "(False, False) (False, False)"),
+    ("", "0", "(True, True) (True, True)"),  # the user's HF_HUB_DISABLE_PROGRESS_BARS has the last word
+    ("", "1", "(False, False) (False, False)"),
+])
+def test_hub_progress_bars_off_inside_and_as_they_were_after(before, env, says):
+    import os
+    import subprocess
+    import sys
+
+    environ = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    if env is not None:
+        environ["HF_HUB_DISABLE_PROGRESS_BARS"] = env
+    res = subprocess.run([sys.executable, "-c", HUB_SWITCH.format(before=before)], capture_output=True,
+                         text=True, env=environ, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.strip() == says

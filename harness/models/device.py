@@ -21,6 +21,8 @@
 - ``long_lived_frozen``: a battery runs with the objects alive when it started out of the
   cyclic garbage collector's full passes; ``free_device_memory``: a released model's GPU memory
   freed before the next model loads.
+- ``hub_progress_bars``: Hugging Face's own bars (downloads, weights loading) drawn only where
+  the run draws its own (``runtime.progress``, main process).
 
 Nothing here imports torch at module level: a rerun with nothing to do never loads it.
 """
@@ -179,6 +181,41 @@ def long_lived_frozen(collect_after: bool) -> Iterator[None]:
         gc.unfreeze()
         if collect_after:
             gc.collect()
+
+
+@contextlib.contextmanager
+def hub_progress_bars(shown: bool) -> Iterator[None]:
+    """Hugging Face's own progress bars (a download; transformers' "Loading weights" at every
+    load) only where the run draws its own: with ``runtime.progress: false`` (a batch job's log)
+    and on every process but the main one, a model loads without one. transformers copies the
+    hub's switch once, when it is imported, so its own switch is turned too; both are as they
+    were afterwards. A ``$HF_HUB_DISABLE_PROGRESS_BARS`` the user set has the last word."""
+    if shown:
+        yield
+        return
+    from huggingface_hub import constants
+    from huggingface_hub import utils as hub
+
+    if constants.HF_HUB_DISABLE_PROGRESS_BARS is not None:
+        yield
+        return
+    hub_was_on = not hub.are_progress_bars_disabled()
+    imported = sys.modules.get("transformers.utils.logging")
+    # first imported inside, transformers' bars start as the hub's are outside
+    transformers_was_on = imported.is_progress_bar_enabled() if imported else hub_was_on
+    hub.disable_progress_bars()
+    if imported:
+        imported.disable_progress_bar()
+    try:
+        yield
+    finally:
+        imported = sys.modules.get("transformers.utils.logging")
+        if imported and transformers_was_on:
+            imported.enable_progress_bar()  # the hub's too, so that one is set after it
+        if hub_was_on:
+            hub.enable_progress_bars()
+        else:
+            hub.disable_progress_bars()
 
 
 def free_device_memory(device: str | None) -> None:

@@ -18,7 +18,8 @@ import numpy as np
 from PIL import Image
 
 from ..models.base import Generation, ModelAdapter, ModelSpec, fingerprint_hash
-from ..models.device import chunk_size, free_device_memory, is_cuda, keep_cpu_heap, prepares_beside
+from ..models.device import (chunk_size, free_device_memory, hub_progress_bars, is_cuda, keep_cpu_heap,
+                             prepares_beside)
 from ..readouts.base import Response
 from ..readouts.registry import get_readout
 from ..stimuli.base import StimulusSet, prefetched
@@ -162,52 +163,53 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
     calls_before = adapter.calls
     new = 0
     if pending:
-        readout.prepare_ahead = prepares_beside(adapter.device)
-        readout.prepare(adapter)
-        mine = dist.shard(len(pending))
-        bar = None
-        if progress and dist.is_main:
-            from tqdm import tqdm
+        with hub_progress_bars(progress and dist.is_main):  # a model loads inside, on first use
+            readout.prepare_ahead = prepares_beside(adapter.device)
+            readout.prepare(adapter)
+            mine = dist.shard(len(pending))
+            bar = None
+            if progress and dist.is_main:
+                from tqdm import tqdm
 
-            bar = tqdm(total=len(pending), desc=f"{model_spec.id} {task.task_id}", unit="trial",
-                       leave=False)
-        batch_size = chunk_size(model_spec)  # batch_size auto: the most the adapter may try
-        model_version = adapter.model_version
-        chunks = [mine[start:start + batch_size] for start in range(0, len(mine), batch_size)]
-        # each chunk's distinct stimuli, prepared a chunk ahead while the model answers the one
-        # before (where that runs beside the model: models.device.prepares_beside)
-        shown = prefetched((list({pending[i][0].stimulus_id: pending[i][0] for i, _ in chunk}.values())
-                            for chunk in chunks), readout.reads if readout.prepare_ahead else None)
-        for chunk, ready in zip(chunks, shown):
-            loaded = {s.stimulus_id: s for s in ready}
-            by_rep: dict[int, list[tuple[Any, bool]]] = {}
-            for i, pad in chunk:
-                s, rep = pending[i]
-                by_rep.setdefault(rep, []).append((s, pad))
-            for rep, items in by_rep.items():
-                readout.rep = rep
-                t0 = time.perf_counter()
-                responses = _respond(readout, adapter, [loaded[s.stimulus_id] for s, _ in items])
-                per_trial = (time.perf_counter() - t0) / len(items)
-                records = []
-                for (s, pad), r in zip(items, responses):
-                    if pad:
-                        continue
-                    key = keys[trial_id(task.task_id, s.stimulus_id, model_spec.id, rep)]
-                    records.append(make_record(
-                        task=task, stimset=stimset, stimulus=s, model_spec=model_spec,
-                        model_version=model_version, readout=readout_name, rep=rep, n_reps=n_reps,
-                        response=r.response, raw_output=r.raw_output, parse_status=r.parse_status,
-                        latency_s=r.latency_s if r.latency_s is not None else round(per_trial, 6),
-                        seed=seed, run_id=run_id, key=key, usage=r.usage, extras=r.extras or None,
-                        correct=r.extras.get("correct") if r.extras else None,
-                        uses_prompt=readout.uses_prompt))
-                store.append(records)
-                new += len(records)
+                bar = tqdm(total=len(pending), desc=f"{model_spec.id} {task.task_id}", unit="trial",
+                           leave=False)
+            batch_size = chunk_size(model_spec)  # batch_size auto: the most the adapter may try
+            model_version = adapter.model_version
+            chunks = [mine[start:start + batch_size] for start in range(0, len(mine), batch_size)]
+            # each chunk's distinct stimuli, prepared a chunk ahead while the model answers the one
+            # before (where that runs beside the model: models.device.prepares_beside)
+            shown = prefetched((list({pending[i][0].stimulus_id: pending[i][0] for i, _ in chunk}.values())
+                                for chunk in chunks), readout.reads if readout.prepare_ahead else None)
+            for chunk, ready in zip(chunks, shown):
+                loaded = {s.stimulus_id: s for s in ready}
+                by_rep: dict[int, list[tuple[Any, bool]]] = {}
+                for i, pad in chunk:
+                    s, rep = pending[i]
+                    by_rep.setdefault(rep, []).append((s, pad))
+                for rep, items in by_rep.items():
+                    readout.rep = rep
+                    t0 = time.perf_counter()
+                    responses = _respond(readout, adapter, [loaded[s.stimulus_id] for s, _ in items])
+                    per_trial = (time.perf_counter() - t0) / len(items)
+                    records = []
+                    for (s, pad), r in zip(items, responses):
+                        if pad:
+                            continue
+                        key = keys[trial_id(task.task_id, s.stimulus_id, model_spec.id, rep)]
+                        records.append(make_record(
+                            task=task, stimset=stimset, stimulus=s, model_spec=model_spec,
+                            model_version=model_version, readout=readout_name, rep=rep, n_reps=n_reps,
+                            response=r.response, raw_output=r.raw_output, parse_status=r.parse_status,
+                            latency_s=r.latency_s if r.latency_s is not None else round(per_trial, 6),
+                            seed=seed, run_id=run_id, key=key, usage=r.usage, extras=r.extras or None,
+                            correct=r.extras.get("correct") if r.extras else None,
+                            uses_prompt=readout.uses_prompt))
+                    store.append(records)
+                    new += len(records)
+                if bar is not None:
+                    bar.update(min(len(chunk) * dist.world, bar.total - bar.n))
             if bar is not None:
-                bar.update(min(len(chunk) * dist.world, bar.total - bar.n))
-        if bar is not None:
-            bar.close()
+                bar.close()
     dist.barrier()
     done = _read_done(store, keys)
     ordered = [done[trial_id(task.task_id, s.stimulus_id, model_spec.id, rep)] for s, rep in trials
