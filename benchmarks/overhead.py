@@ -24,10 +24,18 @@ always runs second gains from a speed-up). The table gives each side's fastest r
 ratio (timeit's rule: noise only adds time; the physical limit is about 1.0, the model's own
 work), the ratio of the medians, the median of the pairs' own ratios (``paired``: each pair's
 two runs are next to each other in time, so a machine whose speed drifts over minutes moves both
-alike), where the bare loop's time goes and what gestalt adds by phase. The last lines name the
-rows over 1.05 by each of the three, then what the pairs can tell: an interval for the median
-pair ratio that assumes nothing of the noise's shape (order statistics), and whether it lies
-wholly under 1.05, wholly over it, or across it, where these reps cannot decide.
+alike), where the bare loop's time goes and what gestalt adds by phase. Each pair's ratio is
+also split in two, from the seconds both sides spend inside the same model calls (``ModelCalls``):
+``model``, gestalt's model calls over the bare loop's (the same calls on the same inputs, so
+only the machine's speed, or gestalt slowing the model, moves it; each row checks and prints that
+both sides made the same calls, alike in tensor shapes, dtypes and memory layouts, grad and
+inference mode and torch's threads), times ``beside``, each side's
+time per second of model calls, gestalt's over the bare loop's (what gestalt adds around the
+model; a machine that runs slower through a whole run slows both parts of it alike, so this one
+is nearly free of the drift between runs). The last lines name the rows over 1.05 by the first
+three, then what the pairs can tell: for the pairs' ratios, ``beside`` and ``model``, an interval
+for the median pair that assumes nothing of the noise's shape (order statistics), and whether it
+lies wholly under 1.05, wholly over it, or across it, where these reps cannot decide.
 A task's gestalt time is what the run spent on it in the main thread (its trials, scores, figures
 drawn, MLflow logging); its figures are saved to PNG in the background meanwhile, and the run's
 wall time (preflight, the MLflow run, waiting for the last figures) is the battery row. Each
@@ -88,7 +96,10 @@ VLM_MAX_NEW_TOKENS = 8
 # cost rather than the harness at the scale it is used; --cnn-scale 0.5 halves both)
 CNN_OPTIONS = {"pixel_conv": [8], "column_channels": 32, "width": 64, "depth": 4, "hidden": 128,
                "optimizer": "adamw", "lr": 1.0e-3, "batch_size": 32, "max_epochs": 4, "patience": 100}
-CNN_DATA = {"n_train": 4000, "n_val": 400, "n_test": 400, "ood": "none", "readout": {"gradcam": False}}
+CNN_DATA = {"n_train": 4000, "n_val": 400, "n_test": 400, "n_ood": 100, "ood": "none", "readout": {"gradcam": False}}
+
+# the table's ratio columns (gestalt / bare) and their widths; paired = model x beside, pair by pair
+STATISTICS = (("fastest", 8), ("median", 8), ("paired", 8), ("model", 7), ("beside", 8))
 
 
 @dataclass
@@ -139,6 +150,93 @@ class FullCollections:
 
     def close(self) -> None:
         gc.callbacks.remove(self._record)
+
+
+class ModelCalls:
+    """Seconds inside the model's own work, by task, timed alike on both sides: the same calls are
+    wrapped wherever the model is made (an encoder's ``forward_features`` and ``forward_head``, a
+    VLM's ``generate``, a CNN's forward, backward, gradient clipping and optimizer steps). A
+    run's time per second of model calls is the same whatever speed the machine runs at during
+    it, so the ratio of the two sides' (``beside``) measures what gestalt adds around the model
+    without most of the noise; ``model`` (gestalt's calls over the bare loop's) holds the rest,
+    and whether gestalt slows the model itself (each pair's ratio is the product of the two)."""
+
+    def __init__(self):
+        self.seconds: Counter = Counter()
+        self.inputs: dict[str | None, Counter] = {}  # task -> call signature -> calls
+        self.task: str | None = None
+        self._inside = False
+
+    @staticmethod
+    def signature(fn: Callable[..., Any], args: tuple, kwargs: dict) -> tuple:
+        """What a call's speed depends on besides the values: the tensors' shapes, dtypes and
+        memory layouts, and the mode torch runs it in (grad, inference mode, intra-op threads)."""
+        import torch
+
+        def layout(x: torch.Tensor) -> str:
+            if x.is_contiguous():
+                return "contiguous"
+            return "channels_last" if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last) else "strided"
+        tensors = tuple((name, tuple(x.shape), str(x.dtype), layout(x), x.requires_grad)
+                        for name, x in [*enumerate(args), *sorted(kwargs.items())] if isinstance(x, torch.Tensor))
+        return (fn.__qualname__, tensors, torch.is_grad_enabled(), torch.is_inference_mode_enabled(),
+                torch.get_num_threads())
+
+    def timed(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self._inside:  # e.g. a CNN's forward inside a timed predict: counted once
+                return fn(*args, **kwargs)
+            self._inside = True
+            self.inputs.setdefault(self.task, Counter())[self.signature(fn, args, kwargs)] += 1
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._inside = False
+                self.seconds[self.task] += time.perf_counter() - t0
+        return call
+
+    def install(self) -> None:
+        """Wrap the model calls of both sides, and have gestalt's trials name their task."""
+        import timm
+        import torch
+        import transformers
+
+        import harness.models.regressors
+        import harness.run
+
+        def timing(make: Callable[..., Any], *methods: str) -> Callable[..., Any]:
+            @functools.wraps(make)
+            def made(*args: Any, **kwargs: Any) -> Any:
+                model = make(*args, **kwargs)
+                for method in methods:  # the instance's own attribute, so only this model's calls
+                    setattr(model, method, self.timed(getattr(model, method)))
+                return model
+            return made
+
+        transformers.utils.logging.disable_progress_bar()  # the bare loop's loads, as gestalt's with progress off
+        timm.create_model = timing(timm.create_model, "forward_features", "forward_head")
+        harness.models.regressors._build_net = timing(harness.models.regressors._build_net, "forward")
+        transformers.GenerationMixin.generate = self.timed(transformers.GenerationMixin.generate)
+        torch.Tensor.backward = self.timed(torch.Tensor.backward)
+        torch.optim.AdamW.step = self.timed(torch.optim.AdamW.step)
+        torch.nn.utils.clip_grad_norm_ = self.timed(torch.nn.utils.clip_grad_norm_)
+        run_task = harness.run.run_task
+
+        @functools.wraps(run_task)
+        def task_trials(task, *args: Any, **kwargs: Any) -> Any:
+            self.task = task.task_id
+            try:
+                return run_task(task, *args, **kwargs)
+            finally:
+                self.task = None
+        harness.run.run_task = task_trials
+
+    def measured(self, fn: Callable[..., Any], *args: Any) -> tuple[Any, Counter, dict[str | None, Counter]]:
+        """``fn(*args)``, the seconds of model calls it made by task, and their signatures by task."""
+        self.seconds, self.inputs = Counter(), {}
+        return fn(*args), self.seconds, self.inputs
 
 
 # -- the bare loops -----------------------------------------------------------------------------
@@ -335,7 +433,8 @@ def runs(args, scratch: Path) -> list[Run]:
                        "vlm: LLaVA architecture, random weights (answers 'knife'), 224 px, at most 8 new tokens"))
     cnn_loop = functools.partial(bare_cnn, deterministic=args.bare_cnn_deterministic)
     cnn_options = {**CNN_OPTIONS, "max_epochs": max(1, round(CNN_OPTIONS["max_epochs"] * args.cnn_scale))}
-    cnn_data = {**CNN_DATA, **{k: max(10, round(CNN_DATA[k] * args.cnn_scale)) for k in ("n_train", "n_val", "n_test")}}
+    cnn_data = {**CNN_DATA, **{k: max(10, round(CNN_DATA[k] * args.cnn_scale))
+                               for k in ("n_train", "n_val", "n_test", "n_ood")}}
     out.append(Run("cnn", {"ratio.chart.grape_type1": ("cnn bars", cnn_data, cnn_loop)},
                    {"id": "colnet", "source": "cnn", "name": "colnet", "batch_size": 256, "options": cnn_options},
                    f"cnn: colnet trained {cnn_options['max_epochs']} epochs on {cnn_data['n_train']} charts; the bare "
@@ -379,8 +478,15 @@ def bare(run: Run, mirror: Path, store: Path) -> tuple[float, dict[str, Counter]
     stimsets = build_stimsets(recipe, Sources(mirror=mirror), list(run.tasks))
     built = Phases()
     built.lap("build stimuli", t0)
-    phases = {task: loop(entry, stimsets[task]) for task, (_, _, loop) in run.tasks.items()}
+    phases = {}
+    for task, (_, _, loop) in run.tasks.items():
+        MODEL_CALLS.task = task
+        phases[task] = loop(entry, stimsets[task])
+    MODEL_CALLS.task = None
     return time.perf_counter() - t0, {**phases, "battery": built}
+
+
+MODEL_CALLS = ModelCalls()
 
 
 def main() -> None:
@@ -413,6 +519,7 @@ def main() -> None:
     from harness.models.device import keep_cpu_heap
 
     heap_kept = keep_cpu_heap()  # the bare loop's too, from its first rep
+    MODEL_CALLS.install()
     scratch = Path(tempfile.mkdtemp(prefix="gestalt-overhead-"))
     mirror = Path(args.mirror)
     try:
@@ -421,7 +528,7 @@ def main() -> None:
         print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, cpu; encoder {args.model}, "
               f"batch {args.batch_size}; {args.reps} timed reps per side after one warm-up; next batch "
               f"prepared beside the model: {args.prepare_beside}; glibc heap kept: {'yes' if heap_kept else 'no'}")
-        print(f"{'row':<16}{'bare s':>8}{'gestalt s':>11}{'ratio':>7}{'median':>8}{'paired':>8}  "
+        print(f"{'row':<16}{'bare s':>8}{'gestalt s':>11}" + "".join(f"{k:>{w}}" for k, w in STATISTICS) + "  "
               "bare loop's time (share)"
               f"{'':<41}gestalt's phases (s): trials, scores, figures, tracking")
         ratios: dict[str, dict[str, float]] = {}  # row -> statistic -> gestalt / bare
@@ -435,7 +542,8 @@ def main() -> None:
             for rep in range(args.reps):
                 for side, fn in ((("bare", bare), ("gestalt", gestalt)) if rep % 2 == 0 else
                                  (("gestalt", gestalt), ("bare", bare))):
-                    sides[side].append(full.timed(side, fn, run, mirror, store))
+                    (wall, phases), calls, inputs = MODEL_CALLS.measured(full.timed, side, fn, run, mirror, store)
+                    sides[side].append((wall, phases, calls, inputs))
             full.close()
             ratios.update(report(run, sides))
             print(f"{'':<16}full gc passes over the timed reps: " + "; ".join(
@@ -445,14 +553,19 @@ def main() -> None:
             over = [name for name, r in ratios.items() if r[statistic] > 1.05]
             print(f"by the {statistic} ratio: " + (f"rows over 1.05: {', '.join(over)}" if over else
                                                     "every row <= 1.05"))
-        verdicts: dict[str, list[str]] = {"under 1.05": [], "over 1.05": [], "across 1.05 (undecided)": []}
-        for name, r in ratios.items():
-            lo, hi = r["pairs_low"], r["pairs_high"]
-            verdict = "under 1.05" if hi <= 1.05 else "over 1.05" if lo > 1.05 else "across 1.05 (undecided)"
-            verdicts[verdict].append(f"{name} [{lo:.3f}, {hi:.3f}]")
-        coverage = min(r["pairs_coverage"] for r in ratios.values())  # every row has --reps pairs
-        print(f"median pair ratio, {coverage:.1%} interval: " + "; ".join(
-            f"{verdict}: {', '.join(rows)}" for verdict, rows in verdicts.items() if rows))
+        coverage = min(r["coverage"] for r in ratios.values())  # every row has --reps pairs
+        for statistic, what in (("paired", "median pair ratio"),
+                                ("beside", "time per second of model calls, gestalt over bare (what gestalt "
+                                           "adds around the model), median pair"),
+                                ("model", "model calls' time, gestalt over bare (the machine's drift, or "
+                                          "gestalt slowing the model), median pair")):
+            verdicts: dict[str, list[str]] = {"under 1.05": [], "over 1.05": [], "across 1.05 (undecided)": []}
+            for name, r in ratios.items():
+                lo, hi = r["intervals"][statistic]
+                verdict = "under 1.05" if hi <= 1.05 else "over 1.05" if lo > 1.05 else "across 1.05 (undecided)"
+                verdicts[verdict].append(f"{name} [{lo:.3f}, {hi:.3f}]")
+            print(f"{what}, {coverage:.1%} interval: " + "; ".join(
+                f"{verdict}: {', '.join(rows)}" for verdict, rows in verdicts.items() if rows))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -473,39 +586,68 @@ def median_interval(values: list[float], coverage: float = 0.9) -> tuple[float, 
     return xs[k - 1], xs[n - k], enclosed(k)
 
 
-def report(run: Run, sides: dict[str, list]) -> dict[str, dict[str, float]]:
+def same_inputs(sides: dict[str, list], tasks: list[str]) -> str:
+    """Whether both sides made the same model calls for ``tasks`` over the timed reps: as many,
+    with the same signatures (``ModelCalls.signature``); if so, only the machine's speed moves
+    the ``model`` ratio. Otherwise the calls that differ, which the ratio then also measures."""
+    b, g = (sum((inputs.get(t, Counter()) for _, _, _, inputs in sides[side] for t in tasks), Counter())
+            for side in ("bare", "gestalt"))
+    if b == g:
+        modes = {(grad, inference, threads) for _, _, grad, inference, threads in b}
+        return (f"the same on both sides, {sum(b.values()) // len(sides['bare'])} calls a rep in "
+                f"{len(b)} kind{'s' if len(b) > 1 else ''} (tensor shapes, dtypes, memory layouts), run with "
+                + " / ".join(f"{'grad' if grad else 'no grad'}{', inference mode' if inference else ''}, "
+                             f"{threads} threads" for grad, inference, threads in sorted(modes)))
+    diff = [f"{side} {n - other[sig]}x {sig}" for side, mine, other in (("bare", b, g), ("gestalt", g, b))
+            for sig, n in mine.items() if n > other[sig]]
+    return f"DIFFER ({len(diff)} signatures): " + "; ".join(diff[:4]) + ("; ..." if len(diff) > 4 else "")
+
+
+def report(run: Run, sides: dict[str, list]) -> dict[str, dict[str, Any]]:
     """Print a run's rows (one per task, and the whole run when it has several); their ratios.
     A row's phases are per timed rep; a task row's are its own, the whole run's add the battery's."""
-    ratios = {}
+    ratios: dict[str, dict[str, Any]] = {}
     rows = [(name, [task]) for task, (name, _, _) in run.tasks.items()]
     if len(rows) > 1:
         rows.append((f"{run.name} battery", list(run.tasks)))
     for name, tasks in rows:
         whole = len(tasks) == len(run.tasks)  # the run's wall time: preflight, MLflow run, last figures
-        b_runs = [wall if whole else sum(phases[tasks[0]].values()) for wall, phases in sides["bare"]]
-        g_runs = [wall if whole else sum(seconds[tasks[0]].values()) for wall, seconds in sides["gestalt"]]
+        b_runs = [wall if whole else sum(phases[tasks[0]].values()) for wall, phases, _, _ in sides["bare"]]
+        g_runs = [wall if whole else sum(seconds[tasks[0]].values()) for wall, seconds, _, _ in sides["gestalt"]]
+        b_calls, g_calls = ([sum(calls[t] for t in tasks) for _, _, calls, _ in sides[side]]
+                            for side in ("bare", "gestalt"))
+        for side, calls in (("bare", b_calls), ("gestalt", g_calls)):
+            if not all(calls):
+                raise SystemExit(f"overhead: row {name!r}: no model call was timed on the {side} side in some "
+                                 f"rep ({calls}); ModelCalls.install wraps none of this model's calls")
         b_phases, g_phases = Counter(), Counter()
-        for (_, phases), (_, seconds) in zip(sides["bare"], sides["gestalt"]):
+        for (_, phases, _, _), (_, seconds, _, _) in zip(sides["bare"], sides["gestalt"]):
             for t in tasks + (["battery"] if whole else []):
                 b_phases.update(phases.get(t, {}))
                 g_phases.update(seconds.get(t, {}))
         # timeit's rule: noise (another process, the scheduler) only ever adds time, so each
         # side's fastest rep is its best estimate; the medians' ratio and the pairs' are beside it
         b, g = min(b_runs), min(g_runs)
-        pairs = [gr / br for br, gr in zip(b_runs, g_runs)]  # rep i's two runs, next to each other
-        low, high, coverage = median_interval(pairs)
+        per_pair = {"paired": [gr / br for br, gr in zip(b_runs, g_runs)],  # rep i's two runs, side by side
+                    "model": [gc / bc for bc, gc in zip(b_calls, g_calls)]}
+        per_pair["beside"] = [p / m for p, m in zip(per_pair["paired"], per_pair["model"])]
+        intervals = {k: median_interval(v) for k, v in per_pair.items()}
         ratios[name] = {"fastest": g / b, "median": statistics.median(g_runs) / statistics.median(b_runs),
-                        "paired": statistics.median(pairs), "pairs_low": low, "pairs_high": high,
-                        "pairs_coverage": coverage}
+                        **{k: statistics.median(v) for k, v in per_pair.items()},
+                        "intervals": {k: (lo, hi) for k, (lo, hi, _) in intervals.items()},
+                        "coverage": intervals["paired"][2]}
         total_b = sum(b_phases.values()) or 1.0
         shares = ", ".join(f"{k} {v / total_b:.0%}" for k, v in b_phases.most_common())
         n = len(sides["gestalt"])
         phases = ", ".join(f"{g_phases.get(k, 0.0) / n:.2f}" for k in ("trials", "scores", "figures", "tracking"))
         r = ratios[name]
-        print(f"{name:<16}{b:>8.2f}{g:>11.2f}{r['fastest']:>7.3f}{r['median']:>8.3f}{r['paired']:>8.3f}  "
-              f"{shares:<64} {phases}")
+        print(f"{name:<16}{b:>8.2f}{g:>11.2f}" + "".join(f"{r[k]:>{w}.3f}" for k, w in STATISTICS)
+              + f"  {shares:<64} {phases}")
         print(f"{'':<16}runs bare {', '.join(f'{x:.2f}' for x in b_runs)}; gestalt "
-              f"{', '.join(f'{x:.2f}' for x in g_runs)}; pairs {', '.join(f'{x:.3f}' for x in pairs)}")
+              f"{', '.join(f'{x:.2f}' for x in g_runs)}; pairs {', '.join(f'{x:.3f}' for x in per_pair['paired'])}")
+        print(f"{'':<16}model calls bare {', '.join(f'{x:.2f}' for x in b_calls)}; gestalt "
+              f"{', '.join(f'{x:.2f}' for x in g_calls)}")
+        print(f"{'':<16}model calls' inputs: {same_inputs(sides, tasks)}")
     if run.note:
         print(f"{'':<16}{run.note}")
     return ratios
