@@ -382,8 +382,9 @@ def _train_cnn(entry: dict, stimset, o: dict) -> Counter:
             torch.nn.utils.clip_grad_norm_(net.parameters(), o["grad_clip"])
             opt.step()
         net.eval()
-        with torch.inference_mode():
-            F.mse_loss(net(tensor(arrays["val"])).squeeze(1), targets["val"])
+        with torch.inference_mode():  # in the model's chunks of 256 (regressors.py: _mse)
+            for i in range(0, len(arrays["val"]), 256):
+                F.mse_loss(net(tensor(arrays["val"][i:i + 256])).squeeze(1), targets["val"][i:i + 256])
     with torch.inference_mode():
         for i in range(0, len(arrays["test"]), entry["batch_size"]):
             net(tensor(arrays["test"][i:i + entry["batch_size"]]))
