@@ -42,6 +42,12 @@ wall time (preflight, the MLflow run, waiting for the last figures) is the batte
 run also prints the full passes of Python's cyclic garbage collector that fell in its timed
 reps, per side (a pause that walks every object of the process wherever it lands).
 
+Each run also prints what else the machine did while each side ran (``Machine``: the CPU the
+hypervisor gave to other guests, the CPU other processes used), rep by rep. ``--calibrate`` makes
+an A/A run: the bare loop on both sides of every pair (the table's ``gestalt`` columns are then a
+second bare loop), so that every ratio measures only the machine's noise at these reps: how far
+from 1.0 identical work lands, the floor that a normal run's ratios are read against.
+
 Both sides run with the process's heap as the harness sets it for a torch model on a CPU
 (``harness.models.device.keep_cpu_heap``: glibc keeps the memory a forward pass frees);
 ``--cpu-heap system`` runs both under glibc's defaults instead, which shows what that setting
@@ -52,7 +58,8 @@ on flat-colour stand-in images (one per concept), which cost the model the same 
 once resized, and says so.
 
 Usage: ``.venv/bin/python benchmarks/overhead.py [--reps 3] [--runs gestalt,vlm,cnn] [--model efficientnet-lite2]
-[--cnn-scale 1.0] [--prepare-beside auto|always|never] [--cpu-heap keep|system] [--no-bare-cnn-deterministic]``
+[--cnn-scale 1.0] [--prepare-beside auto|always|never] [--cpu-heap keep|system] [--no-bare-cnn-deterministic]
+[--calibrate]``
 """
 
 from __future__ import annotations
@@ -150,6 +157,51 @@ class FullCollections:
 
     def close(self) -> None:
         gc.callbacks.remove(self._record)
+
+
+class Machine:
+    """What else the machine did while one side ran, from Linux's /proc/stat (proc(5)): ``steal``,
+    the seconds of CPU the hypervisor gave to other guests while this one wanted it, and
+    ``others``, the CPU seconds the machine's other processes used (its busy time less this
+    process's own). Either slows the model calls of the side it falls on, and neither is
+    gestalt's doing; None where /proc/stat is absent."""
+
+    FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+    def __init__(self, stat: Path = Path("/proc/stat")):
+        self.stat = stat
+        self.seconds: dict[str, float] | None = None
+
+    @classmethod
+    def cpu_line(cls, text: str) -> dict[str, int]:
+        """The machine-wide ``cpu`` line of /proc/stat: clock ticks by field."""
+        for line in text.splitlines():
+            if line.startswith("cpu "):
+                return dict(zip(cls.FIELDS, map(int, line.split()[1:len(cls.FIELDS) + 1])))
+        raise ValueError(f"{cls.__name__}: no 'cpu ' line in /proc/stat")
+
+    @classmethod
+    def between(cls, before: dict[str, int], after: dict[str, int], own_cpu: float,
+                ticks_per_s: float) -> dict[str, float]:
+        """Steal and the other processes' CPU, in seconds, between two ``cpu`` lines over which
+        this process used ``own_cpu`` seconds (the two counters tick apart by a few ticks, so
+        a quiet machine's ``others`` is clipped at 0 rather than shown a hair below it)."""
+        d = {k: (after[k] - before[k]) / ticks_per_s for k in cls.FIELDS}
+        busy = d["user"] + d["nice"] + d["system"] + d["irq"] + d["softirq"]
+        return {"steal": d["steal"], "others": max(0.0, busy - own_cpu)}
+
+    def __enter__(self) -> Machine:
+        self._before = self.cpu_line(self.stat.read_text()) if self.stat.exists() else None
+        self._own = os.times()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._before is None:
+            return
+        own = os.times()
+        self.seconds = self.between(self._before, self.cpu_line(self.stat.read_text()),
+                                    own.user + own.system - self._own.user - self._own.system,
+                                    os.sysconf("SC_CLK_TCK"))
 
 
 class ModelCalls:
@@ -508,6 +560,8 @@ def main() -> None:
     ap.add_argument("--cpu-heap", choices=("keep", "system"), default="keep",
                     help="both sides: glibc's heap kept as the harness sets it for torch on a CPU, "
                          "or glibc's defaults ($GESTALT_CPU_HEAP)")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="an A/A run: the bare loop on both sides, so every ratio is the machine's noise")
     ap.add_argument("--mirror", default=os.environ.get("GESTALT_MIRROR", str(REPO.parent / "shared/sources")))
     args = ap.parse_args()
     args.runs = args.runs.split(",")
@@ -529,6 +583,10 @@ def main() -> None:
         print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, cpu; encoder {args.model}, "
               f"batch {args.batch_size}; {args.reps} timed reps per side after one warm-up; next batch "
               f"prepared beside the model: {args.prepare_beside}; glibc heap kept: {'yes' if heap_kept else 'no'}")
+        if args.calibrate:
+            print("CALIBRATION (--calibrate): the 'gestalt' columns are a second bare loop; every ratio is "
+                  "the machine's noise")
+        second = bare if args.calibrate else gestalt
         print(f"{'row':<16}{'bare s':>8}{'gestalt s':>11}" + "".join(f"{k:>{w}}" for k, w in STATISTICS) + "  "
               "bare loop's time (share)"
               f"{'':<41}gestalt's phases (s): trials, scores, figures, tracking")
@@ -536,17 +594,21 @@ def main() -> None:
         for run in runs(args, scratch):
             store = scratch / f"store-{run.name}"
             store.mkdir()
-            gestalt(run, mirror, store)  # warm-up
+            second(run, mirror, store)  # warm-up
             bare(run, mirror, store)
             sides: dict[str, list] = {"bare": [], "gestalt": []}
+            machine: dict[str, list] = {"bare": [], "gestalt": []}
             full = FullCollections()
             for rep in range(args.reps):
-                for side, fn in ((("bare", bare), ("gestalt", gestalt)) if rep % 2 == 0 else
-                                 (("gestalt", gestalt), ("bare", bare))):
-                    (wall, phases), calls, inputs = MODEL_CALLS.measured(full.timed, side, fn, run, mirror, store)
+                for side, fn in ((("bare", bare), ("gestalt", second)) if rep % 2 == 0 else
+                                 (("gestalt", second), ("bare", bare))):
+                    with Machine() as busy:
+                        (wall, phases), calls, inputs = MODEL_CALLS.measured(full.timed, side, fn, run, mirror, store)
                     sides[side].append((wall, phases, calls, inputs))
+                    machine[side].append(busy.seconds)
             full.close()
             ratios.update(report(run, sides))
+            print(f"{'':<16}{machine_beside(machine)}")
             print(f"{'':<16}full gc passes over the timed reps: " + "; ".join(
                 f"{side} {full.passes[side]} ({full.seconds[side]:.2f} s)" for side in sides))
         print()
@@ -585,6 +647,16 @@ def median_interval(values: list[float], coverage: float = 0.9) -> tuple[float, 
     while k < (n + 1) // 2 and enclosed(k + 1) >= coverage:
         k += 1
     return xs[k - 1], xs[n - k], enclosed(k)
+
+
+def machine_beside(machine: dict[str, list]) -> str:
+    """Each side's ``Machine`` seconds rep by rep: steal and the other processes' CPU."""
+    if any(m is None for reps in machine.values() for m in reps):
+        return "what else the machine did: not measured (no /proc/stat)"
+    return "what else the machine did, s a rep: " + "; ".join(
+        f"{what} bare {', '.join(f'{m[key]:.1f}' for m in machine['bare'])}, gestalt "
+        f"{', '.join(f'{m[key]:.1f}' for m in machine['gestalt'])}"
+        for key, what in (("steal", "steal"), ("others", "other processes' CPU")))
 
 
 def same_inputs(sides: dict[str, list], tasks: list[str]) -> str:

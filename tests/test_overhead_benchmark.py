@@ -1,12 +1,14 @@
 """benchmarks/overhead.py's own arithmetic: the order-statistic interval of the median pair, and
 the check that both sides made the same model calls (what lets the ``model`` ratio be read as
-the machine's speed). The timings themselves are the benchmark's business, never a test's."""
+the machine's speed), and what else the machine did beside each side (/proc/stat). The timings
+themselves are the benchmark's business, never a test's."""
 
 import math
 
+import pytest
 import torch
 
-from benchmarks.overhead import ModelCalls, median_interval, same_inputs
+from benchmarks.overhead import Machine, ModelCalls, machine_beside, median_interval, same_inputs
 
 
 def test_median_interval_is_the_order_statistics_that_enclose_the_median():
@@ -53,3 +55,24 @@ def test_a_different_shape_or_memory_layout_is_named():
     with torch.no_grad():
         other_mode = _sides(bare, bare)["gestalt"]
     assert same_inputs({"bare": _sides(bare, bare)["bare"], "gestalt": other_mode}, ["task"]).startswith("DIFFER")
+
+
+def test_machine_reads_steal_and_the_other_processes_cpu_from_proc_stat():
+    before = Machine.cpu_line("cpu  100 5 50 9000 10 1 2 30 0 0\ncpu0 50 2 25 4500 5 0 1 15 0 0\n")
+    assert before == {"user": 100, "nice": 5, "system": 50, "idle": 9000, "iowait": 10, "irq": 1,
+                      "softirq": 2, "steal": 30}
+    after = {**before, "user": 400, "system": 150, "steal": 80, "idle": 9100}
+    # 100 ticks a second: 4 s busy (3 user + 1 system), of which this process used 2.5 s
+    assert Machine.between(before, after, own_cpu=2.5, ticks_per_s=100) == {"steal": 0.5, "others": 1.5}
+    # the process's own counter a few ticks ahead of the machine's: nothing else ran, not less
+    assert Machine.between(before, after, own_cpu=4.03, ticks_per_s=100)["others"] == 0.0
+    with pytest.raises(ValueError, match="no 'cpu ' line"):
+        Machine.cpu_line("cpu0 1 2 3 4 5 6 7 8\n")
+
+
+def test_machine_beside_prints_each_sides_reps_or_says_it_could_not():
+    quiet, busy = {"steal": 0.0, "others": 0.04}, {"steal": 1.25, "others": 3.0}
+    line = machine_beside({"bare": [quiet, busy], "gestalt": [busy, quiet]})
+    assert "steal bare 0.0, 1.2, gestalt 1.2, 0.0" in line
+    assert "other processes' CPU bare 0.0, 3.0, gestalt 3.0, 0.0" in line
+    assert machine_beside({"bare": [None], "gestalt": [quiet]}).endswith("not measured (no /proc/stat)")
