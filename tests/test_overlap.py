@@ -280,6 +280,41 @@ def test_a_runs_figures_are_rendered_in_the_background_then_logged_and_closed(tm
     assert not any(plt.fignum_exists(fig.number) for fig in drawn_figures)
 
 
+@pytest.mark.parametrize("device, saved_by", [("cuda:0", "gestalt-figures_0"), ("cpu", "MainThread")])
+def test_a_figure_is_saved_beside_the_model_only_where_that_leaves_the_model_its_cores(tmp_path, device, saved_by):
+    """On a GPU the figure thread renders while the model works; where torch's threads hold
+    every core (a CPU run), the task saves its own figures in the main thread and no figure
+    thread starts: one beside torch's threads slows the model's calls by more than it saves."""
+    import torch
+    from mlflow import MlflowClient
+
+    from harness.reports.figures import plt
+    from harness.tracking.mlflow_run import BatteryRun
+    from tests.test_cli import write_modal_human_records
+    from tests.test_reports import battery_scores
+
+    saved_in = []
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.plot([0, 1], [0, 1])
+    real = fig.savefig
+    fig.savefig = lambda *a, **k: (saved_in.append(threading.current_thread().name), real(*a, **k))[1]
+    path = write_modal_human_records(tmp_path / "closure.nat.silhouette.jsonl")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(len(os.sched_getaffinity(0)))  # torch on every core, as a CPU run sets it
+    try:
+        with BatteryRun(uri=f"sqlite:///{tmp_path}/mlflow.db", experiment="figs", run_name="m", tags={},
+                        device=lambda: device) as run:
+            run.log_task("closure.nat.silhouette", battery_scores(0.5)["closure.nat.silhouette"],
+                         RecordStore(path).read(), {}, {"closure.nat.silhouette.confusion.png": fig}, path)
+            started = any(t.name.startswith("gestalt-figures") for t in threading.enumerate())
+            run.log_battery(intervals={}, recipe={}, recipe_sha256="f" * 64, stimulus_sets={})
+    finally:
+        torch.set_num_threads(threads)
+    assert saved_in == [saved_by] and started == (device != "cpu")
+    assert [a.path for a in MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").list_artifacts(run.run_id, "figures")] \
+        == ["figures/closure.nat.silhouette.confusion.png"]
+
+
 def test_training_curves_are_one_store_write_and_the_checkpoint_is_staged(tmp_path, monkeypatch):
     """A model trained for a task logs its curves as a batch (a thousand metrics per store
     write, MLflow's limit), not a store write per epoch; its checkpoint is logged with the run's

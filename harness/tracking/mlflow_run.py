@@ -39,6 +39,7 @@ from urllib.parse import urlparse
 from urllib.request import url2pathname
 
 from ..errors import GestaltError, TrackingUnavailable
+from ..models.device import prepares_beside
 from ..trials.distributed import file_lock
 
 DEFAULT_URI = "sqlite:///mlflow.db"
@@ -465,7 +466,8 @@ class BatteryRun:
     is ended: each store call is a round trip, over the network for a tracking server."""
 
     def __init__(self, *, uri: str, experiment: str, run_name: str, tags: dict[str, str],
-                 resume: str | None = None, experiment_id: str | None = None):
+                 resume: str | None = None, experiment_id: str | None = None,
+                 device: Callable[[], str | None] | None = None):
         import mlflow
 
         self.mlflow = mlflow
@@ -475,7 +477,9 @@ class BatteryRun:
         self.resume = resume
         self.outcome: str | None = None
         self.run: Any = None  # mlflow.ActiveRun once entered
-        # figures being saved to PNG in the background: (figure, path, future)
+        # the battery's model's device, asked when a figure is saved (None: no model in this process)
+        self._device = device
+        # figures being saved to PNG, in the background or done: (figure, path, future)
         self._figures: list[tuple[Any, Path, Future[Path]]] = []
         self._saver: ThreadPoolExecutor | None = None
         # the run's artifacts, written here as tasks finish and logged in one call at its end
@@ -573,19 +577,27 @@ class BatteryRun:
                 json.dump(data, f, indent=2, default=str)
 
     def _save_figure(self, name: str, fig: Any) -> None:
-        """Render ``fig`` to PNG in a background thread: rendering is most of what logging a task
-        costs, and it then overlaps what runs next (the next task's trials, the next log calls).
-        The run logs the files as ``figures/<name>`` before it ends (:meth:`_log_staged`) and
-        closes the figures; until then the caller must leave them alone.
+        """Render ``fig`` to PNG, in a background thread where that runs beside the model
+        (``prepares_beside``: on a GPU, or where torch leaves a core free): rendering is most of
+        what logging a task costs, and it then overlaps what runs next (the next task's trials,
+        the next log calls). Where torch's threads hold every core, this thread saves it now: a
+        thread beside them slows the model's calls by more than the saving takes (2 cores, the
+        Gestalt battery: README, "Speed"). The run logs the files as ``figures/<name>`` before it
+        ends (:meth:`_log_staged`) and closes the figures; until then the caller must leave them alone.
 
         One thread while trials may still run: a second one competes with the model's own thread
         for the interpreter's lock, whatever its CPU priority (README, "Speed": the Gestalt
         battery's ratio of medians with two such threads and with one).
         When the battery ends, the waiting main thread saves what this one has not started."""
+        path = self._staged(f"figures/{name}")
+        if self._device is not None and not prepares_beside(self._device()):
+            saved: Future[Path] = Future()
+            saved.set_result(_savefig(fig, path))
+            self._figures.append((fig, path, saved))
+            return
         if self._saver is None:
             self._saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gestalt-figures",
                                              initializer=_lowest_priority)
-        path = self._staged(f"figures/{name}")
         self._figures.append((fig, path, self._saver.submit(_savefig, fig, path)))
 
     def _log_staged(self, figures: bool = True) -> None:
