@@ -37,8 +37,9 @@ three, then what the pairs can tell: for the pairs' ratios, ``beside`` and ``mod
 for the median pair that assumes nothing of the noise's shape (order statistics), and whether it
 lies wholly under 1.05, wholly over it, or across it, where these reps cannot decide.
 A task's gestalt time is what the run spent on it in the main thread (its trials, scores, figures
-drawn, MLflow logging); its figures are saved to PNG in the background meanwhile, and the run's
-wall time (preflight, the MLflow run, waiting for the last figures) is the battery row. Each
+drawn, MLflow logging, and on a CPU whose cores torch holds, its figures saved to PNG; where a
+thread beside the model saves them, ``--figures-beside``, they are not in the task's row), and
+the run's wall time (preflight, the MLflow run, waiting for the last figures) is the battery row. Each
 run also prints the full passes of Python's cyclic garbage collector that fell in its timed
 reps, per side (a pause that walks every object of the process wherever it lands).
 
@@ -58,8 +59,8 @@ on flat-colour stand-in images (one per concept), which cost the model the same 
 once resized, and says so.
 
 Usage: ``.venv/bin/python benchmarks/overhead.py [--reps 3] [--runs gestalt,vlm,cnn] [--model efficientnet-lite2]
-[--cnn-scale 1.0] [--prepare-beside auto|always|never] [--cpu-heap keep|system] [--no-bare-cnn-deterministic]
-[--calibrate]``
+[--cnn-scale 1.0] [--prepare-beside auto|always|never] [--figures-beside auto|always|never]
+[--cpu-heap keep|system] [--no-bare-cnn-deterministic] [--calibrate]``
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ import functools
 import gc
 import math
 import os
+import resource
 import shutil
 import statistics
 import sys
@@ -215,6 +217,9 @@ class ModelCalls:
 
     def __init__(self):
         self.seconds: Counter = Counter()
+        # minor page faults inside the calls, by task: memory the heap hands the model afresh
+        # (zero-filled pages) rather than from what it freed, one cause of slower identical calls
+        self.faults: Counter = Counter()
         self.inputs: dict[str | None, Counter] = {}  # task -> call signature -> calls
         self.task: str | None = None
         self._inside = False
@@ -241,12 +246,13 @@ class ModelCalls:
                 return fn(*args, **kwargs)
             self._inside = True
             self.inputs.setdefault(self.task, Counter())[self.signature(fn, args, kwargs)] += 1
-            t0 = time.perf_counter()
+            f0, t0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
                 self._inside = False
                 self.seconds[self.task] += time.perf_counter() - t0
+                self.faults[self.task] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
         return call
 
     def install(self) -> None:
@@ -287,7 +293,7 @@ class ModelCalls:
 
     def measured(self, fn: Callable[..., Any], *args: Any) -> tuple[Any, Counter, dict[str | None, Counter]]:
         """``fn(*args)``, the seconds of model calls it made by task, and their signatures by task."""
-        self.seconds, self.inputs = Counter(), {}
+        self.seconds, self.faults, self.inputs = Counter(), Counter(), {}
         return fn(*args), self.seconds, self.inputs
 
 
@@ -557,6 +563,9 @@ def main() -> None:
     ap.add_argument("--prepare-beside", choices=("auto", "always", "never"), default="auto",
                     help="gestalt side: prepare the next batch in a background thread as the device "
                          "allows (models.device.prepares_beside), always, or never")
+    ap.add_argument("--figures-beside", choices=("auto", "always", "never"), default="auto",
+                    help="gestalt side: save a task's figures in a background thread as the device allows "
+                         "(tracking.mlflow_run.BatteryRun._save_figure), always, or never (in the main thread)")
     ap.add_argument("--cpu-heap", choices=("keep", "system"), default="keep",
                     help="both sides: glibc's heap kept as the harness sets it for torch on a CPU, "
                          "or glibc's defaults ($GESTALT_CPU_HEAP)")
@@ -569,6 +578,10 @@ def main() -> None:
         import harness.trials.runner
 
         harness.trials.runner.prepares_beside = lambda device: args.prepare_beside == "always"
+    if args.figures_beside != "auto":
+        import harness.tracking.mlflow_run
+
+        harness.tracking.mlflow_run.prepares_beside = lambda device: args.figures_beside == "always"
     os.environ.setdefault("GESTALT_CACHE", tempfile.mkdtemp(prefix="gestalt-overhead-cache-"))
     os.environ["GESTALT_CPU_HEAP"] = args.cpu_heap
     from harness.models.device import keep_cpu_heap
@@ -582,7 +595,8 @@ def main() -> None:
 
         print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, cpu; encoder {args.model}, "
               f"batch {args.batch_size}; {args.reps} timed reps per side after one warm-up; next batch "
-              f"prepared beside the model: {args.prepare_beside}; glibc heap kept: {'yes' if heap_kept else 'no'}")
+              f"prepared beside the model: {args.prepare_beside}; figures saved beside the model: "
+              f"{args.figures_beside}; glibc heap kept: {'yes' if heap_kept else 'no'}")
         if args.calibrate:
             print("CALIBRATION (--calibrate): the 'gestalt' columns are a second bare loop; every ratio is "
                   "the machine's noise")
@@ -598,6 +612,7 @@ def main() -> None:
             bare(run, mirror, store)
             sides: dict[str, list] = {"bare": [], "gestalt": []}
             machine: dict[str, list] = {"bare": [], "gestalt": []}
+            faults: dict[str, list[int]] = {"bare": [], "gestalt": []}
             full = FullCollections()
             for rep in range(args.reps):
                 for side, fn in ((("bare", bare), ("gestalt", second)) if rep % 2 == 0 else
@@ -606,9 +621,12 @@ def main() -> None:
                         (wall, phases), calls, inputs = MODEL_CALLS.measured(full.timed, side, fn, run, mirror, store)
                     sides[side].append((wall, phases, calls, inputs))
                     machine[side].append(busy.seconds)
+                    faults[side].append(sum(MODEL_CALLS.faults.values()))
             full.close()
             ratios.update(report(run, sides))
             print(f"{'':<16}{machine_beside(machine)}")
+            print(f"{'':<16}minor page faults inside the model calls, a rep: " + "; ".join(
+                f"{side} {', '.join(str(n) for n in faults[side])}" for side in faults))
             print(f"{'':<16}full gc passes over the timed reps: " + "; ".join(
                 f"{side} {full.passes[side]} ({full.seconds[side]:.2f} s)" for side in sides))
         print()
