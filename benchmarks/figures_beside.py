@@ -3,8 +3,8 @@ figures saved to PNG in a background thread beside the model (at the lowest CPU 
 saved in the main thread, alternating in one process, pair by pair.
 
 On a CPU whose cores torch's threads hold, a thread beside them does not save for free: it takes
-a core from the model's OpenMP team, and when it holds the interpreter's lock at nice 19 the
-main thread waits for it to be scheduled. ``harness.tracking.mlflow_run.BatteryRun._save_figure``
+a core from the model's OpenMP team, and while it holds the interpreter's lock at nice 19 the
+main thread can wait for it to be scheduled. ``harness.tracking.mlflow_run.BatteryRun._save_figure``
 uses the background thread only where that runs beside the model (``prepares_beside``: a GPU,
 or torch with a core free); this measures the choice. Each pair's two runs are next to each
 other in time and their order swaps each rep; the ratios are main thread over background, for

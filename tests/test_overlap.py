@@ -284,7 +284,7 @@ def test_a_runs_figures_are_rendered_in_the_background_then_logged_and_closed(tm
 def test_a_figure_is_saved_beside_the_model_only_where_that_leaves_the_model_its_cores(tmp_path, device, saved_by):
     """On a GPU the figure thread renders while the model works; where torch's threads hold
     every core (a CPU run), the task saves its own figures in the main thread and no figure
-    thread starts: one beside torch's threads slows the model's calls by more than it saves."""
+    thread starts to take a core from the model."""
     import torch
     from mlflow import MlflowClient
 

@@ -581,9 +581,10 @@ class BatteryRun:
         (``prepares_beside``: on a GPU, or where torch leaves a core free): rendering is most of
         what logging a task costs, and it then overlaps what runs next (the next task's trials,
         the next log calls). Where torch's threads hold every core, this thread saves it now: a
-        thread beside them slows the model's calls by more than the saving takes (2 cores, the
-        Gestalt battery: README, "Speed"). The run logs the files as ``figures/<name>`` before it
-        ends (:meth:`_log_staged`) and closes the figures; until then the caller must leave them alone.
+        thread beside them takes a core from the model, so it saves nothing there, and the task
+        pays for its own figures (``benchmarks/figures_beside.py``). The run logs the files as
+        ``figures/<name>`` before it ends (:meth:`_log_staged`) and closes the figures; until
+        then the caller must leave them alone.
 
         One thread while trials may still run: a second one competes with the model's own thread
         for the interpreter's lock, whatever its CPU priority (README, "Speed": the Gestalt
