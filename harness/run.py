@@ -365,7 +365,7 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
                     "gestalt.family": spec.family, BATTERY_KEY: key, BATTERY_FOLDER: folder_id,
                     **recipe.tracking.tags}
             ctx = (BatteryRun(uri=uri, experiment=recipe.tracking.experiment, run_name=spec.id, tags=tags,
-                              resume=prior.run_id, experiment_id=experiment_id, device=lambda: adapter.device)
+                              resume=prior.run_id, experiment_id=experiment_id, device=lambda: adapter.placed_device)
                    if track else contextlib.nullcontext())
             with ctx as run:
                 local_id = (run.run_id if run is not None

@@ -104,6 +104,19 @@ def test_preparation_runs_beside_the_model_only_where_it_does_not_compete_with_i
     assert prepares_beside("cpu")  # no torch model in this process (an API model)
 
 
+def test_the_placed_device_is_none_until_the_model_runs_and_never_asks_auto():
+    """What the battery's figures ask (BatteryRun's device): before the model's first call it
+    is None, without resolving ``auto`` (which imports torch to look)."""
+    def auto():
+        raise AssertionError("device auto resolved before the model ran")
+
+    assert CountingAdapter(Embeds(batch_size=16), auto).placed_device is None
+    placed = CountingAdapter(Embeds(batch_size=16), "cpu")
+    assert placed.placed_device is None
+    placed.embed([Image.new("RGB", (8, 8))])
+    assert placed.placed_device == "cpu" and placed.calls == 1
+
+
 @pytest.mark.parametrize("beside", [True, False])
 def test_the_runner_prefetches_as_the_device_allows(tmp_path, sources, monkeypatch, beside):
     task = get_task("closure.nat.silhouette")

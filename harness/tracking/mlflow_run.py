@@ -477,7 +477,8 @@ class BatteryRun:
         self.resume = resume
         self.outcome: str | None = None
         self.run: Any = None  # mlflow.ActiveRun once entered
-        # the battery's model's device, asked when a figure is saved (None: no model in this process)
+        # where the battery's model runs, asked when a figure is saved (it answers None before
+        # the model's first call); no getter: no model in this process to leave the cores to
         self._device = device
         # figures being saved to PNG, in the background or done: (figure, path, future)
         self._figures: list[tuple[Any, Path, Future[Path]]] = []

@@ -78,6 +78,11 @@ class CountingAdapter:
             self._device = self._device()
         return self._device
 
+    @property
+    def placed_device(self) -> str | None:
+        """The device the model was placed on; None before its first call (never asks ``auto``)."""
+        return self.device if self._placed else None
+
     def _call(self, method: Callable[..., Any], *args: Any, requests: int = 1) -> Any:
         if not self._placed:
             if not is_cuda(self.device):
