@@ -7,7 +7,8 @@
   figures saved by the background thread alone against a run's end, where the waiting thread
   saves what the background one has not started (one compresses a PNG, which releases the
   interpreter's lock, while the other draws); the PNG at the run's zlib level against
-  matplotlib's default.
+  matplotlib's default; and where the time goes before the PNG: making both figures (a run's
+  "figures" phase) and drawing the confusion matrix with and without its texts.
 - The garbage collector: how many objects a process holds once torch, timm, transformers,
   MLflow and matplotlib are imported and a model is loaded, what one full cyclic collection over
   them costs, and what it costs with them frozen as a battery runs
@@ -48,6 +49,8 @@ def figures(mirror: Path, reps: int) -> None:
     import tempfile
     from concurrent.futures import ThreadPoolExecutor
 
+    import matplotlib.text
+
     from harness.reports import figures as F
     from harness.scores.tasks import Bootstrap, get_family
     from harness.sources import Sources
@@ -86,6 +89,17 @@ def figures(mirror: Path, reps: int) -> None:
         kib = (folder / "b.png").stat().st_size / 1024
         print(f"{'  at the default zlib level 6':<42}{t_default:6.3f} s  {kib:.0f} KiB")
 
+    # what a figure costs before its PNG: making it (the run's "figures" phase) and drawing it,
+    # most of which is matplotlib laying out and rendering its texts (tick labels, titles)
+    made = fastest(lambda: F.close(F.battery_figures(task.task_id, records, scores, stimset, "modal-human")), reps)
+    print(f"{'both figures made (the figures phase)':<42}{made:6.3f} s")
+    textless = F.confusion_figure(records, stimset, "modal-human")
+    for text in textless.findobj(matplotlib.text.Text):
+        text.set_visible(False)
+    drawn, plain = fastest(confusion.canvas.draw, reps), fastest(textless.canvas.draw, reps)
+    print(f"{'confusion matrix drawn, no PNG':<42}{drawn:6.3f} s")
+    print(f"{'  with its texts hidden':<42}{plain:6.3f} s  (texts: {1 - plain / drawn:.0%} of the draw)")
+
     def both(finish: bool) -> Callable[[], object]:
         def run() -> None:  # what the last task of a run waits for
             with ThreadPoolExecutor(max_workers=1) as pool:
@@ -101,7 +115,7 @@ def figures(mirror: Path, reps: int) -> None:
     one, two = fastest(both(False), reps), fastest(both(True), reps)
     print(f"{'both saved by the background thread':<42}{one:6.3f} s")
     print(f"{'  and by the waiting thread (a run)':<42}{two:6.3f} s  ({one / two:.2f}x faster)")
-    F.close({**figs, **{f"relaid{i}": engine for i, (_, _, engine) in enumerate(rows)}})
+    F.close({**figs, "textless": textless, **{f"relaid{i}": engine for i, (_, _, engine) in enumerate(rows)}})
     shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -75,6 +75,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -227,7 +228,8 @@ class ModelCalls:
     @staticmethod
     def signature(fn: Callable[..., Any], args: tuple, kwargs: dict) -> tuple:
         """What a call's speed depends on besides the values: the tensors' shapes, dtypes and
-        memory layouts, and the mode torch runs it in (grad, inference mode, intra-op threads)."""
+        memory layouts, the mode torch runs it in (grad, inference mode, intra-op threads), and how
+        many Python threads are alive (one that wakes takes the interpreter's lock and a core)."""
         import torch
 
         def layout(x: torch.Tensor) -> str:
@@ -237,7 +239,7 @@ class ModelCalls:
         tensors = tuple((name, tuple(x.shape), str(x.dtype), layout(x), x.requires_grad)
                         for name, x in [*enumerate(args), *sorted(kwargs.items())] if isinstance(x, torch.Tensor))
         return (fn.__qualname__, tensors, torch.is_grad_enabled(), torch.is_inference_mode_enabled(),
-                torch.get_num_threads())
+                torch.get_num_threads(), threading.active_count())
 
     def timed(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
@@ -640,18 +642,29 @@ def main() -> None:
                                            "adds around the model), median pair"),
                                 ("model", "model calls' time, gestalt over bare (the machine's drift, or "
                                           "gestalt slowing the model), median pair")):
-            verdicts: dict[str, list[str]] = {"under 1.05": [], "over 1.05": [], "across 1.05 (undecided)": []}
+            verdicts: dict[str, list[str]] = {}
             for name, r in ratios.items():
                 lo, hi = r["intervals"][statistic]
-                verdict = "under 1.05" if hi <= 1.05 else "over 1.05" if lo > 1.05 else "across 1.05 (undecided)"
-                verdicts[verdict].append(f"{name} [{lo:.3f}, {hi:.3f}]")
+                verdicts.setdefault(verdict(lo, hi, coverage), []).append(f"{name} [{lo:.3f}, {hi:.3f}]")
             print(f"{what}, {coverage:.1%} interval: " + "; ".join(
-                f"{verdict}: {', '.join(rows)}" for verdict, rows in verdicts.items() if rows))
+                f"{v}: {', '.join(verdicts[v])}" for v in VERDICTS if v in verdicts))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def median_interval(values: list[float], coverage: float = 0.9) -> tuple[float, float, float]:
+DECIDES = 0.9  # the least chance of enclosing the median that lets an interval decide a row
+VERDICTS = ("under 1.05", "over 1.05", "across 1.05 (undecided)", "too few pairs to decide")
+
+
+def verdict(low: float, high: float, coverage: float, limit: float = 1.05) -> str:
+    """Where a row's interval lies against ``limit``; none from an interval that encloses the
+    median with less than a 90% chance (4 pairs or fewer: ``median_interval``)."""
+    if coverage < DECIDES:
+        return VERDICTS[3]
+    return VERDICTS[0] if high <= limit else VERDICTS[1] if low > limit else VERDICTS[2]
+
+
+def median_interval(values: list[float], coverage: float = DECIDES) -> tuple[float, float, float]:
     """(low, high, coverage): the order statistics x(k) and x(n+1-k) of ``values``, k as large as
     keeps the chance that they enclose the median at least ``coverage`` (the median splits the
     values like fair coins: 1 - 2 P(Binomial(n, 1/2) < k)); the lowest and highest value where
@@ -684,11 +697,12 @@ def same_inputs(sides: dict[str, list], tasks: list[str]) -> str:
     b, g = (sum((inputs.get(t, Counter()) for _, _, _, inputs in sides[side] for t in tasks), Counter())
             for side in ("bare", "gestalt"))
     if b == g:
-        modes = {(grad, inference, threads) for _, _, grad, inference, threads in b}
+        modes = {tuple(mode) for _, _, *mode in b}
         return (f"the same on both sides, {sum(b.values()) // len(sides['bare'])} calls a rep in "
                 f"{len(b)} kind{'s' if len(b) > 1 else ''} (tensor shapes, dtypes, memory layouts), run with "
                 + " / ".join(f"{'grad' if grad else 'no grad'}{', inference mode' if inference else ''}, "
-                             f"{threads} threads" for grad, inference, threads in sorted(modes)))
+                             f"{threads} threads, {alive} Python thread{'s' if alive > 1 else ''} alive"
+                             for grad, inference, threads, alive in sorted(modes)))
     diff = [f"{side} {n - other[sig]}x {sig}" for side, mine, other in (("bare", b, g), ("gestalt", g, b))
             for sig, n in mine.items() if n > other[sig]]
     return f"DIFFER ({len(diff)} signatures): " + "; ".join(diff[:4]) + ("; ..." if len(diff) > 4 else "")

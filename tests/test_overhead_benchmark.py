@@ -4,11 +4,12 @@ the machine's speed), and what else the machine did beside each side (/proc/stat
 themselves are the benchmark's business, never a test's."""
 
 import math
+import threading
 
 import pytest
 import torch
 
-from benchmarks.overhead import Machine, ModelCalls, machine_beside, median_interval, same_inputs
+from benchmarks.overhead import Machine, ModelCalls, machine_beside, median_interval, same_inputs, verdict
 
 
 def test_median_interval_is_the_order_statistics_that_enclose_the_median():
@@ -19,6 +20,20 @@ def test_median_interval_is_the_order_statistics_that_enclose_the_median():
     lo, hi, coverage = median_interval([float(v) for v in range(15)])
     assert (lo, hi) == (3.0, 11.0)
     assert math.isclose(coverage, 1 - 2 * sum(math.comb(15, i) for i in range(4)) / 2 ** 15)
+
+
+def test_a_row_is_decided_only_by_an_interval_of_ninety_percent():
+    for n in (7, 16):
+        lo, hi, coverage = median_interval([0.97 + 0.001 * i for i in range(n)])
+        assert verdict(lo, hi, coverage) == "under 1.05"
+    assert verdict(1.06, 1.20, 0.984) == "over 1.05"
+    assert verdict(0.99, 1.06, 0.984) == "across 1.05 (undecided)"
+    # 1 to 4 pairs: the widest interval, the lowest and highest pair, encloses the median with
+    # 0%, 50%, 75%, 87.5%: no verdict, however far from 1.05 the pairs lie
+    for n in (1, 2, 3, 4):
+        lo, hi, coverage = median_interval([1.20 + 0.01 * i for i in range(n)])
+        assert math.isclose(coverage, 1 - 2 / 2 ** n)
+        assert verdict(lo, hi, coverage) == "too few pairs to decide"
 
 
 def _sides(bare_inputs, gestalt_inputs):
@@ -55,6 +70,23 @@ def test_a_different_shape_or_memory_layout_is_named():
     with torch.no_grad():
         other_mode = _sides(bare, bare)["gestalt"]
     assert same_inputs({"bare": _sides(bare, bare)["bare"], "gestalt": other_mode}, ["task"]).startswith("DIFFER")
+
+
+def test_a_python_thread_alive_beside_the_calls_is_named():
+    bare = [[torch.zeros(2, 3, 8, 8)]]
+    with torch.inference_mode():
+        alone = _sides(bare, bare)
+        assert "1 Python thread alive" in same_inputs(alone, ["task"])
+        stop = threading.Event()
+        beside = threading.Thread(target=stop.wait)  # e.g. a figure-saving or prefetching thread
+        beside.start()
+        try:
+            with_thread = _sides(bare, bare)["gestalt"]
+        finally:
+            stop.set()
+            beside.join()
+    verdict = same_inputs({"bare": alone["bare"], "gestalt": with_thread}, ["task"])
+    assert verdict.startswith("DIFFER (2 signatures)"), verdict
 
 
 def test_machine_reads_steal_and_the_other_processes_cpu_from_proc_stat():
