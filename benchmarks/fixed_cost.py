@@ -29,6 +29,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,6 +46,23 @@ def fastest(fn: Callable[[], object], reps: int) -> float:
     return best
 
 
+def silhouette_figures(mirror: Path) -> tuple[Any, Any, list[dict], list, dict[str, Any]]:
+    """(task, stimulus set, records, scores, figures) of a silhouettes run whose respondent gives
+    the modal human answer: the figures' content as a good model's."""
+    from harness.reports import figures as F
+    from harness.scores.tasks import Bootstrap, get_family
+    from harness.sources import Sources
+    from harness.stimuli.registry import get_task
+
+    task = get_task("closure.nat.silhouette")
+    stimset = task.build(Sources(mirror=mirror))
+    records = [{"parse_status": "ok", "ground_truth": s.ground_truth, "response": s.human_target,
+                "stimulus_id": s.stimulus_id, "correct": s.human_target == s.ground_truth, "rep": 0}
+               for s in stimset.test]
+    scores = get_family(task.scoring).score(records, stimset, Bootstrap(n=200, n_kappa=200))
+    return task, stimset, records, scores, F.battery_figures(task.task_id, records, scores, stimset, "modal-human")
+
+
 def figures(mirror: Path, reps: int) -> None:
     import tempfile
     from concurrent.futures import ThreadPoolExecutor
@@ -52,19 +70,9 @@ def figures(mirror: Path, reps: int) -> None:
     import matplotlib.text
 
     from harness.reports import figures as F
-    from harness.scores.tasks import Bootstrap, get_family
-    from harness.sources import Sources
-    from harness.stimuli.registry import get_task
     from harness.tracking.mlflow_run import PNG_COMPRESSION, _savefig, finish_saving
 
-    task = get_task("closure.nat.silhouette")
-    stimset = task.build(Sources(mirror=mirror))
-    # a respondent giving the modal human answer: the figures' content as a good model's
-    records = [{"parse_status": "ok", "ground_truth": s.ground_truth, "response": s.human_target,
-                "stimulus_id": s.stimulus_id, "correct": s.human_target == s.ground_truth, "rep": 0}
-               for s in stimset.test]
-    scores = get_family(task.scoring).score(records, stimset, Bootstrap(n=200, n_kappa=200))
-    figs = F.battery_figures(task.task_id, records, scores, stimset, "modal-human")
+    task, stimset, records, scores, figs = silhouette_figures(mirror)
     confusion = figs[f"{task.task_id}.confusion.png"]
     kappa = figs[f"{task.task_id}.accuracy_vs_kappa.png"]
     folder = Path(tempfile.mkdtemp(prefix="gestalt-fixed-cost-"))

@@ -110,3 +110,35 @@ def test_machine_beside_prints_each_sides_reps_or_says_it_could_not():
     assert "steal bare 0.0, 1.2, gestalt 1.2, 0.0" in line
     assert "other processes' CPU bare 0.0, 3.0, gestalt 3.0, 0.0" in line
     assert machine_beside({"bare": [None], "gestalt": [quiet]}).endswith("not measured (no /proc/stat)")
+
+
+def test_spare_cpus_second_process_saves_a_pickled_figure_as_a_run_saves_it(tmp_path):
+    """benchmarks/spare_cpu.py hands its second process the figures pickled: the PNG that process
+    writes at the lowest priority is byte for byte the one a run writes (what it times is the
+    same work)."""
+    import multiprocessing
+    import pickle
+
+    import matplotlib.pyplot as plt
+
+    from benchmarks.spare_cpu import POLICIES, saver
+    from harness.tracking.mlflow_run import _savefig
+
+    fig, ax = plt.subplots()
+    ax.imshow([[0.0, 1.0], [0.5, 0.25]], cmap="Blues")
+    ax.set_title("closure.nat.silhouette")
+    _savefig(fig, tmp_path / "here.png")
+    ours, theirs = multiprocessing.get_context("spawn").Pipe()
+    process = multiprocessing.get_context("spawn").Process(target=saver, args=(theirs, POLICIES[-1]))
+    process.start()
+    try:
+        assert ours.recv() == "ready"
+        ours.send([(pickle.dumps(fig), str(tmp_path / "there.png"))])
+        assert ours.recv() == "saved"
+        ours.send(None)
+        process.join(60)
+        assert process.exitcode == 0
+    finally:
+        process.kill()
+        plt.close(fig)
+    assert (tmp_path / "there.png").read_bytes() == (tmp_path / "here.png").read_bytes()
