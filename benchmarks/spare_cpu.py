@@ -42,11 +42,7 @@ def saver(conn: Any, policy: str) -> None:
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     else:
         os.nice(19)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot  # noqa: F401 - unpickling a figure needs pyplot's figure manager
-
+    import harness.reports.figures  # noqa: F401 - as in a run's process: Agg, and the figures' dpi
     from harness.tracking.mlflow_run import _savefig
 
     conn.send("ready")

@@ -121,6 +121,7 @@ def test_spare_cpus_second_process_saves_a_pickled_figure_as_a_run_saves_it(tmp_
 
     import matplotlib.pyplot as plt
 
+    import harness.reports.figures  # noqa: F401 - as in a run's process: the figures' dpi
     from benchmarks.spare_cpu import POLICIES, saver
     from harness.tracking.mlflow_run import _savefig
 
