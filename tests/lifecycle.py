@@ -64,9 +64,15 @@ def gestalt(path: Path, *args: str, key: str = KEY, timeout: float = 600) -> sub
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
+def whole_records(path: Path) -> list[dict]:
+    """The records on the file's complete lines. A battery may be mid-append when this reads, or
+    killed mid-write, so a tail with no newline is a record not yet (or never) written, not one."""
+    data = path.read_bytes() if path.exists() else b""
+    return [json.loads(x) for x in data[:data.rfind(b"\n") + 1].splitlines()]
+
+
 def record_lines(folder: Path, model: str = "fake-api") -> list[dict]:
-    path = folder / "out" / model / "records" / f"{TASK}.jsonl"
-    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+    return whole_records(folder / "out" / model / "records" / f"{TASK}.jsonl")
 
 
 def runs(folder: Path, experiment: str = "life") -> list:

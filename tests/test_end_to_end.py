@@ -1,7 +1,6 @@
 """The silhouette battery end to end: MLflow runs, resume without model calls, SIGKILL recovery,
 two processes equal one, and bad input stopping before any run exists."""
 
-import json
 import re
 import os
 import shutil
@@ -15,7 +14,7 @@ import pytest
 import yaml
 
 from tests.conftest import MIRROR, REPO
-from tests.lifecycle import default_sigint
+from tests.lifecycle import default_sigint, whole_records
 
 TASK = "closure.nat.silhouette"
 MNV2 = {"id": "mobilenetv2", "source": "timm", "name": "mobilenetv2_100",
@@ -43,8 +42,7 @@ def gestalt(*args, cwd=None, timeout=600):
 
 
 def records(tmp_path, model_id):
-    path = tmp_path / "out" / model_id / "records" / f"{TASK}.jsonl"
-    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+    return whole_records(tmp_path / "out" / model_id / "records" / f"{TASK}.jsonl")
 
 
 def runs(tmp_path):

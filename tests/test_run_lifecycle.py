@@ -4,6 +4,7 @@ store is created once when processes start together. The battery is the silhouet
 by the fake vendor (no model weights); subprocesses only where a signal must reach one."""
 
 import contextlib
+import json
 import multiprocessing as mp
 import signal
 import time
@@ -25,6 +26,19 @@ def wait_for_records(folder, proc, at_least=10, timeout=300):
     while time.time() < deadline and len(life.record_lines(folder)) < at_least:
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.02)
+
+
+def test_records_are_counted_from_whole_lines_while_a_battery_appends(tmp_path):
+    # CI once read a record half-appended by the battery under test, and failed on it
+    path = tmp_path / "out" / "fake-api" / "records" / f"{life.TASK}.jsonl"
+    path.parent.mkdir(parents=True)
+    whole = [{"trial_id": f"t{i}", "cache_key": "k"} for i in range(2)]
+    line = json.dumps({"trial_id": "t2", "cache_key": "k"}) + "\n"
+    path.write_text("".join(json.dumps(r) + "\n" for r in whole) + line[:20])
+    assert life.record_lines(tmp_path) == whole
+    with open(path, "a") as f:
+        f.write(line[20:])
+    assert [r["trial_id"] for r in life.record_lines(tmp_path)] == ["t0", "t1", "t2"]
 
 
 @contextlib.contextmanager
