@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1.10
 # gestalt image: the pinned stack, source data and model weights baked in; runs offline.
-#   bash docker/build.sh                      (Docker where an engine runs, else buildah; see README)
+#   bash docker/build.sh                      (Docker where an engine runs, else buildah; see docs/docker.md)
 #   docker run --gpus all --ipc=host -v "$PWD:/workspace" gestalt recipe full.yaml
 # PyPI's Linux torch wheel ships the CUDA user-space libraries itself, so a plain Python base is
 # enough; the host needs only the NVIDIA driver and the NVIDIA Container Toolkit.

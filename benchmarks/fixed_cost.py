@@ -2,7 +2,7 @@
 
 - Figures: saving the silhouettes' per-run figures to PNG as a run saves them (what the last
   task of a battery waits for): the confusion matrix and the accuracy-kappa plot as the harness
-  lays them out (by hand, ``reports.figures.set_margins``) against the same figures under
+  lays them out (by hand, ``reports.style.set_margins``) against the same figures under
   matplotlib's constrained layout, which draws a figure once more at every save; and both
   figures saved by the background thread alone against a run's end, where the waiting thread
   saves what the background one has not started (one compresses a PNG, which releases the
@@ -49,7 +49,7 @@ def fastest(fn: Callable[[], object], reps: int) -> float:
 def silhouette_figures(mirror: Path) -> tuple[Any, Any, list[dict], list, dict[str, Any]]:
     """(task, stimulus set, records, scores, figures) of a silhouettes run whose respondent gives
     the modal human answer: the figures' content as a good model's."""
-    from harness.reports import figures as F
+    from harness.reports.battery import battery_figures
     from harness.scores.tasks import Bootstrap, get_family
     from harness.sources import Sources
     from harness.stimuli.registry import get_task
@@ -60,7 +60,7 @@ def silhouette_figures(mirror: Path) -> tuple[Any, Any, list[dict], list, dict[s
                 "stimulus_id": s.stimulus_id, "correct": s.human_target == s.ground_truth, "rep": 0}
                for s in stimset.test]
     scores = get_family(task.scoring).score(records, stimset, Bootstrap(n=200, n_kappa=200))
-    return task, stimset, records, scores, F.battery_figures(task.task_id, records, scores, stimset, "modal-human")
+    return task, stimset, records, scores, battery_figures(task.task_id, records, scores, stimset, "modal-human")
 
 
 def figures(mirror: Path, reps: int) -> None:
@@ -70,6 +70,7 @@ def figures(mirror: Path, reps: int) -> None:
     import matplotlib.text
 
     from harness.reports import figures as F
+    from harness.reports.battery import battery_figures
     from harness.tracking.mlflow_run import PNG_COMPRESSION, _savefig, finish_saving
 
     task, stimset, records, scores, figs = silhouette_figures(mirror)
@@ -99,7 +100,7 @@ def figures(mirror: Path, reps: int) -> None:
 
     # what a figure costs before its PNG: making it (the run's "figures" phase) and drawing it,
     # most of which is matplotlib laying out and rendering its texts (tick labels, titles)
-    made = fastest(lambda: F.close(F.battery_figures(task.task_id, records, scores, stimset, "modal-human")), reps)
+    made = fastest(lambda: F.close(battery_figures(task.task_id, records, scores, stimset, "modal-human")), reps)
     print(f"{'both figures made (the figures phase)':<42}{made:6.3f} s")
     textless = F.confusion_figure(records, stimset, "modal-human")
     for text in textless.findobj(matplotlib.text.Text):

@@ -60,16 +60,23 @@ once resized, and says so.
 
 Usage: ``.venv/bin/python benchmarks/overhead.py [--reps 3] [--runs gestalt,vlm,cnn] [--model efficientnet-lite2]
 [--cnn-scale 1.0] [--prepare-beside auto|always|never] [--figures-beside auto|always|never]
-[--cpu-heap keep|system] [--no-bare-cnn-deterministic] [--calibrate]``
+[--cpu-heap keep|system] [--no-bare-cnn-deterministic] [--calibrate] [--csv benchmarks/results/overhead.csv]``
+
+``--csv FILE`` appends the table's rows to FILE (``RESULT_COLUMNS``, header written when the file
+is new), each with the date, the machine, the reps and whether it was an A/A run, so results are
+kept as data beside this script (benchmarks/README.md says how to read them).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import datetime
 import functools
 import gc
 import math
 import os
+import platform
 import resource
 import shutil
 import statistics
@@ -574,6 +581,7 @@ def main() -> None:
     ap.add_argument("--calibrate", action="store_true",
                     help="an A/A run: the bare loop on both sides, so every ratio is the machine's noise")
     ap.add_argument("--mirror", default=os.environ.get("GESTALT_MIRROR", str(REPO.parent / "shared/sources")))
+    ap.add_argument("--csv", type=Path, help="append the table's rows to this CSV file")
     args = ap.parse_args()
     args.runs = args.runs.split(",")
     if args.prepare_beside != "auto":
@@ -648,8 +656,44 @@ def main() -> None:
                 verdicts.setdefault(verdict(lo, hi, coverage), []).append(f"{name} [{lo:.3f}, {hi:.3f}]")
             print(f"{what}, {coverage:.1%} interval: " + "; ".join(
                 f"{v}: {', '.join(verdicts[v])}" for v in VERDICTS if v in verdicts))
+        if args.csv:
+            write_results(args.csv, ratios, reps=args.reps, calibrate=args.calibrate)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+RESULT_COLUMNS = ("date", "machine", "reps", "calibrate", "row", "bare_s", "gestalt_s", "fastest", "median",
+                  "paired", "model", "beside", "paired_low", "paired_high", "model_low", "model_high",
+                  "beside_low", "beside_high")
+
+
+def machine() -> str:
+    """The CPU model and core count, and the OS: what a row's seconds depend on."""
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("model name"))
+    except (OSError, StopIteration):
+        cpu = platform.processor() or platform.machine()
+    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+
+
+def write_results(path: Path, ratios: dict[str, dict[str, Any]], *, reps: int, calibrate: bool,
+                  date: str | None = None, where: str | None = None) -> None:
+    """Append one CSV line per row of the table (``RESULT_COLUMNS``), the header if the file is new."""
+    new = not path.exists()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    date = date or datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    with path.open("a", newline="") as f:
+        out = csv.writer(f)
+        if new:
+            out.writerow(RESULT_COLUMNS)
+        for name, r in ratios.items():
+            cells = {"date": date, "machine": where or machine(), "reps": reps, "calibrate": calibrate,
+                     "row": name, "bare_s": f"{r['bare_s']:.2f}", "gestalt_s": f"{r['gestalt_s']:.2f}",
+                     **{k: f"{r[k]:.3f}" for k in ("fastest", "median", "paired", "model", "beside")},
+                     **{f"{k}_{end}": f"{v:.3f}" for k, (lo, hi) in r["intervals"].items()
+                        for end, v in (("low", lo), ("high", hi))}}
+            out.writerow([cells[c] for c in RESULT_COLUMNS])
 
 
 DECIDES = 0.9  # the least chance of enclosing the median that lets an interval decide a row
@@ -737,7 +781,8 @@ def report(run: Run, sides: dict[str, list]) -> dict[str, dict[str, Any]]:
                     "model": [gc / bc for bc, gc in zip(b_calls, g_calls)]}
         per_pair["beside"] = [p / m for p, m in zip(per_pair["paired"], per_pair["model"])]
         intervals = {k: median_interval(v) for k, v in per_pair.items()}
-        ratios[name] = {"fastest": g / b, "median": statistics.median(g_runs) / statistics.median(b_runs),
+        ratios[name] = {"bare_s": b, "gestalt_s": g, "fastest": g / b,
+                        "median": statistics.median(g_runs) / statistics.median(b_runs),
                         **{k: statistics.median(v) for k, v in per_pair.items()},
                         "intervals": {k: (lo, hi) for k, (lo, hi, _) in intervals.items()},
                         "coverage": intervals["paired"][2]}

@@ -17,7 +17,8 @@ from typing import Any
 # MLFLOW_DISABLE_TELEMETRY=false opts in. Set before any gestalt module imports mlflow.
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402  (after the telemetry default, before any mlflow import)
+
 __all__ = ["__version__", "evaluate", "load_records"]
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import fire
 
-from .errors import GestaltError, ProcessLost, TrackingUnavailable
+from .errors import DiskUnavailable, GestaltError, ProcessLost, TrackingUnavailable
 from .shipped import resolve_recipe
 
 
@@ -44,7 +44,10 @@ class Data:
                 print(line, file=sys.stderr)
             bad += len(problems)
             if not problems:
-                print(f"{name}: {len(RELEASES[name].files)} files verified in {src.base / name}")
+                absent = src.absent_partial(name)  # of a set held in part (cue-conflict images)
+                print(f"{name}: {len(RELEASES[name].files) - absent} files verified in {src.base / name}"
+                      + (f"; {absent} declared files not here (`gestalt data pull {name}` without a "
+                         f"mirror fetches them)" if absent else ""))
         if bad:
             raise GestaltError(f"{bad} missing or changed files (listed above); "
                                f"`gestalt data pull` fetches missing ones")
@@ -100,9 +103,11 @@ class CLI:
     @fire.decorators.SetParseFn(str, "shard")
     def recipe(self, path: str, dry_run: bool = False, new_run: bool = False, shard: str | None = None,
                **overrides):
-        """Run a recipe (models x tasks). Override any key with --section.key=value; --dry-run prints the plan;
-        --new-run logs a new MLflow run even when the battery's run is up to date; --shard=I/N runs
-        only job I's share of the models (0 <= I < N; whole batteries, round-robin)."""
+        """Run a recipe (models x tasks); it ends with each task's models in rank groups and where the
+        records, figures and report are. Override any key with --section.key=value; --dry-run prints
+        the plan, then every missing prerequisite (exit 2 if a model cannot run yet); --new-run logs
+        a new MLflow run even when the battery's run is up to date; --shard=I/N runs only job I's
+        share of the models (0 <= I < N; whole batteries, round-robin)."""
         from .recipes import load_recipe
         from .run import parse_shard
 
@@ -111,16 +116,23 @@ class CLI:
         if dry_run:
             import yaml
 
-            from .run import describe_plan, preflight, recipe_device, shard_line, shard_of
+            from .run import describe_plan, missing_block, preflight, recipe_device, shard_line, shard_of
 
             with recipe_device(recipe):
-                planned, stimsets, _ = preflight(recipe)
+                planned, stimsets, _ = preflight(recipe, list_missing=True)
                 share = shard_of(planned, shard_)
                 if shard_ is not None:
                     print(shard_line(shard_, share, len(recipe.models)))
                 print(describe_plan(recipe, share, stimsets))
             print("--- resolved recipe ---")
             print(yaml.safe_dump(recipe.resolved(), sort_keys=False).rstrip())
+            block = missing_block(share, stimsets)
+            if block:
+                print("--- before it runs ---")
+                print("\n".join(block))
+            missing = sum(1 for p in share if p.missing)
+            if missing:
+                raise GestaltError(f"{missing} missing prerequisite{'s' if missing > 1 else ''} (listed above)")
             return None
         if recipe.runtime.processes > 1 and "WORLD_SIZE" not in os.environ:
             from .trials.distributed import launch
@@ -130,14 +142,26 @@ class CLI:
             if code:
                 raise SystemExit(code)
             return None
-        from .run import run_recipe, summary_table
+        from .run import answer_lines, run_recipe, summary_table, where_lines
 
         results = run_recipe(recipe, new_run=new_run, shard=shard_)
         if int(os.environ.get("RANK", "0")) == 0:
             print(summary_table(results))
+            print("\n".join(answer_lines(results, recipe.bootstrap.settings)))
             calls = sum(r.model_calls for r in results)
             new = sum(r.new_trials for r in results)
-            print(f"{new} new trials, {calls} model calls; records under {recipe.out_dir}")
+            print(f"\n{new} new trials, {calls} model calls")
+            print("\n".join(where_lines(recipe, results)))
+            finished = [r for r in results if not r.failed]
+            if recipe.tracking.enabled and finished:  # the answer in MLflow: the experiment's summary run
+                from .reports.report import experiment_summary
+                from .tracking.mlflow_run import tracking_uri
+
+                summary = experiment_summary(tracking_uri(recipe.tracking.uri), recipe.tracking.experiment,
+                                             [r.run_id for r in finished], {r.model_id: r.items for r in finished},
+                                             recipe.bootstrap.settings)
+                if summary is not None:
+                    print(f"summary  {summary.url} (matrix with rank groups, dissociation figure)")
         failed = [f"{r.model_id}: {r.failed}" for r in results if r.failed]
         if failed:
             print(f"gestalt: error: run(s) marked FAILED: {'; '.join(failed)}", file=sys.stderr)
@@ -153,11 +177,12 @@ class CLI:
 
     def tasks(self):
         """List tasks by battery."""
-        from .stimuli.registry import TASKS
+        from .stimuli.registry import BATTERIES, TASKS
 
         for spec in TASKS.values():
             readouts = ", ".join(f"{c}->{r}" for c, r in spec.readouts.items())
-            print(f"{spec.task_id}  [{spec.battery}]  {spec.description}  ({readouts})")
+            batteries = ", ".join(b for b, ids in BATTERIES.items() if spec.task_id in ids)  # may be several
+            print(f"{spec.task_id}  [{batteries}]  {spec.description}  ({readouts})")
 
     def stimuli(self, task: str, out: str, seed: int = 0, split: str = "all",
                 mirror: str | None = None, root: str | None = None, **options):
@@ -169,9 +194,12 @@ class CLI:
             raise GestaltError(f"--split {split!r}: expected one of all, train, test")
         spec = get_task(task)
         # a misspelt flag of this command lands in **options too: suggest from both
-        accepted = set(spec.options_model().model_fields) | {"out", "seed", "split", "mirror", "root"}
-        for name in options:
+        fields = spec.options_model().model_fields
+        accepted = set(fields) | {"out", "seed", "split", "mirror", "root"}
+        for name, value in options.items():
             _check_flag(name, accepted, f"stimuli {task}")
+            if value is True and fields[name].annotation is not bool:  # fire's reading of a bare flag
+                raise UsageError(f"stimuli {task}: --{name} needs a value (--{name}=VALUE)")
         stimset = spec.build(_sources(root, mirror), seed=seed, **options)
         n = export_stimuli(stimset, out, split=split)
         print(f"{task}: {n} stimuli written to {out}")
@@ -220,15 +248,18 @@ class CLI:
             print(f"{reg_name} v{version} (trained for {trained}, run {run_id})")
             return
         card = register_scorecard(tracking_uri(uri), run_id, name=name, alias=alias)
-        print(f"{card.name} v{card.version} @{card.alias} (LoggedModel {card.model_id}, run {card.run_id})")
+        print(f"{card.name} v{card.version} @{card.alias} (LoggedModel {card.model_id}, run {card.run_id})\n"
+              f"{card.url}")
 
-    def ui(self, uri: str | None = None, port: int = 5000, experiment: str = "gestalt"):
+    def ui(self, uri: str | None = None, port: int = 5000, experiment: str = "gestalt", verbose: bool = False):
         """Browse the runs in the MLflow UI: a one-worker server on 127.0.0.1 for the current store
-        (./mlflow.db, MLFLOW_TRACKING_URI or --uri); prints the runs table's URL. Ctrl-C stops it."""
-        from .tracking.mlflow_run import check_tracking_server, serve_ui, tracking_uri
+        (./mlflow.db, MLFLOW_TRACKING_URI or --uri); prints the runs table's URL. Ctrl-C stops it.
+        --verbose shows the server's request log and warnings."""
+        from .tracking.mlflow_run import check_tracking_server, tracking_uri
+        from .tracking.ui_server import serve_ui
 
         check_tracking_server(uri, setting="--uri", must_exist=True)
-        code = serve_ui(tracking_uri(uri), port=port, experiment=experiment)
+        code = serve_ui(tracking_uri(uri), port=port, experiment=experiment, verbose=verbose)
         if code:
             raise SystemExit(code)
 
@@ -314,14 +345,6 @@ def _commands(obj: object) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in dir(obj) if not name.startswith("_")}
 
 
-def _accepted(fn: Callable[..., Any], skip: tuple[str, ...] = ()) -> set[str] | None:
-    """Keyword names a callable takes, or None when it takes any (**kwargs)."""
-    params = inspect.signature(fn).parameters.values()
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        return None
-    return {p.name for p in params if p.kind is not p.VAR_POSITIONAL and p.name not in skip}
-
-
 def _closest(word: str, options: list[str] | set[str], prefix: str = "") -> str:
     match = difflib.get_close_matches(word, sorted(options), n=1, cutoff=0.5)
     return f"; did you mean {prefix}{match[0]}?" if match else ""
@@ -332,6 +355,13 @@ def _check_flag(name: str, accepted: set[str], command: str) -> None:
         flags = {a.replace("_", "-") for a in accepted}
         raise UsageError(f"{command}: unknown flag --{name.replace('_', '-')}"
                          + _closest(name.replace("_", "-"), flags, "--"))
+
+
+def _check_value(command: str, flag: str, args: list[str], i: int) -> None:
+    """``--flag VALUE``: the next word must be there and not another flag (fire would read a bare
+    flag as True: an alias named "True", a report written into ./True)."""
+    if i >= len(args) or args[i].startswith("--"):
+        raise UsageError(f"{command}: {flag} needs a value ({flag}=VALUE or {flag} VALUE)")
 
 
 def _check_args(command: str, fn: Callable[..., Any], args: list[str]) -> None:
@@ -357,16 +387,21 @@ def _check_args(command: str, fn: Callable[..., Any], args: list[str]) -> None:
         name, has_value = tok[2:].split("=", 1)[0].replace("-", "_"), "=" in tok
         if name in named or (name.startswith("no") and name[2:] in bools):
             given.add(name)
-            if name not in bools and not name.startswith("no") and not has_value:
-                i += 1  # --flag VALUE
+            if name not in bools and not name.startswith("no"):
+                if tok.endswith("="):  # --flag= : an empty alias, output folder, store ...
+                    raise UsageError(f"{command}: {tok[:-1]} needs a value ({tok}VALUE)")
+                if not has_value:
+                    _check_value(command, tok, args, i)
+                    i += 1  # --flag VALUE
             continue
         if var_kw and command in DOTTED_OVERRIDES and ("." in name or name in _recipe_keys()):
             if not has_value:
+                _check_value(command, tok, args, i)
                 i += 1
             continue
         if var_kw and command not in DOTTED_OVERRIDES:  # checked by the command itself, before acting
-            if not has_value:
-                i += 1
+            if not has_value and i < len(args) and not args[i].startswith("--"):
+                i += 1  # --option VALUE; a bare --option is True, for the command to judge
             continue
         _check_flag(name, named, command)
     # fire fills the parameters not given as flags from the positionals, in order
@@ -377,6 +412,10 @@ def _check_args(command: str, fn: Callable[..., Any], args: list[str]) -> None:
     if n_pos < len(required):
         missing = " ".join(n.upper() for n in required[n_pos:])
         raise UsageError(f"{command}: missing {missing} (see gestalt {command} --help)")
+
+
+# taken by every command (main() reads it before the command line is checked)
+OFFLINE_FLAG = ("--offline", "never download a source release (as GESTALT_OFFLINE=1)")
 
 
 def _usage(command: str, fn: Callable[..., Any]) -> str:
@@ -395,11 +434,11 @@ def _usage(command: str, fn: Callable[..., Any]) -> str:
             kind = str(p.annotation).replace("NoneType", "None") if p.annotation is not p.empty else ""
             default = "" if p.default is None else f" (default {p.default})"
             flags.append((f"--{name.replace('_', '-')}", f"{kind}{default}".strip()))
+    flags.append(OFFLINE_FLAG)
     doc = inspect.cleandoc(fn.__doc__ or "")
-    lines = [f"usage: gestalt {command} {' '.join(words)}{' [FLAGS]' if flags else ''}".rstrip(), "", doc]
-    if flags:
-        width = max(len(f) for f, _ in flags)
-        lines += ["", "flags:", *(f"  {f.ljust(width)}  {d}".rstrip() for f, d in flags)]
+    lines = [f"usage: gestalt {command} {' '.join(words)} [FLAGS]".rstrip(), "", doc]
+    width = max(len(f) for f, _ in flags)
+    lines += ["", "flags:", *(f"  {f.ljust(width)}  {d}".rstrip() for f, d in flags)]
     return "\n".join(lines)
 
 
@@ -421,7 +460,7 @@ def check_command_line(cli: object, argv: list[str]) -> str | None:
     if not argv or argv[0] in ("-h", "--help"):
         return _overview(cli)
     if argv[0] == "--version":
-        from . import __version__
+        from .version import __version__
 
         return f"gestalt {__version__}"
     target: object = cli
@@ -471,7 +510,8 @@ def main(argv: list[str] | None = None) -> None:
     except GestaltError as e:
         print(f"gestalt: error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
-    except (ProcessLost, TrackingUnavailable) as e:  # the launcher names a lost process a signal killed
+    # the launcher names a lost process a signal killed
+    except (ProcessLost, TrackingUnavailable, DiskUnavailable) as e:
         print(f"gestalt: error: {e}", file=sys.stderr)
         raise SystemExit(1) from None
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: one line, not a traceback

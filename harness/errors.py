@@ -1,5 +1,5 @@
 """The base classes of expected failures, each a one-line message: bad input (exit 2), and a
-process of a multi-process run or the tracking server lost (exit 1).
+process of a multi-process run, the tracking server or a writable disk lost (exit 1).
 
 Kept import-free so the CLI can catch them without loading any stage at start-up.
 """
@@ -19,3 +19,8 @@ class TrackingUnavailable(Exception):
     """The tracking server does not answer (before the run) or stopped answering (during it); the
     message names the server, where its address came from, and the run. The records written so
     far are kept: a rerun against the server back up resumes the same run."""
+
+
+class DiskUnavailable(Exception):
+    """The output folder (or the store's) is full or read-only; the message names the folder and
+    the cause. The records written so far are kept: a rerun once it is writable resumes."""

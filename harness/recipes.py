@@ -11,19 +11,26 @@ logged to MLflow with its sha256. Format and rules: docs/design.md ("Recipes").
 from __future__ import annotations
 
 import copy
+import difflib
 import hashlib
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, Strict, ValidationError, field_validator,
+                      model_validator)
 
 from .errors import GestaltError
 from .scores.tasks import Bootstrap as BootstrapSettings
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+# an integer setting takes an integer: not YAML's true (1), nor text such as '2' or '٤٠'
+# (Arabic-Indic digits), which pydantic would otherwise read as numbers
+Int = Annotated[int, Strict()]
+NAME_MAX = 100  # a recipe name or model id names a folder (255 bytes at most), with room for what is appended
 
 
 class RecipeError(GestaltError):
@@ -35,7 +42,7 @@ class _Strict(BaseModel):
 
 
 class ModelEntry(_Strict):
-    id: str = Field(pattern=ID_PATTERN)
+    id: str = Field(pattern=ID_PATTERN, max_length=NAME_MAX)
     source: str = Field(description="a model source: built-in or a plugin's (`gestalt models list`)")
     name: str
     weights: str | None = None
@@ -49,6 +56,9 @@ class ModelEntry(_Strict):
         default="float32", description="autocast of the forward pass (torch encoders, hf-vlm): `auto` is "
                                        "bfloat16 (else float16) on a GPU, float32 on a CPU")
     readouts: dict[str, str] = Field(default_factory=dict, description="task id -> readout override")
+    tasks: list[str] | None = Field(
+        default=None, description="the recipe's tasks (ids or batteries) this model answers; default all "
+                                  "(e.g. published decisions that exist for some tasks only)")
     generation: dict[str, Any] = Field(default_factory=dict)
     options: dict[str, Any] = Field(default_factory=dict)
     trust_remote_code: bool = Field(default=False, description="allow code shipped with hub weights to run")
@@ -65,7 +75,7 @@ class ModelEntry(_Strict):
     @field_validator("batch_size", mode="before")
     @classmethod
     def _batch_size(cls, v):
-        if isinstance(v, str) and v.strip().isdigit():  # a command-line override arrives as text
+        if isinstance(v, str) and v.isascii() and v.strip().isdigit():  # a command-line override arrives as text
             v = int(v)
         if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 65536):
             return v
@@ -80,6 +90,13 @@ class ModelEntry(_Strict):
                              f"both set; set one of them")
         return self
 
+    @field_validator("weights")
+    @classmethod
+    def _named_weights(cls, v):
+        if v is not None and not v.strip():
+            raise ValueError("empty: write `random` for a random initialisation, or name the weights")
+        return v
+
     @field_validator("revision")
     @classmethod
     def _full_commit(cls, v):
@@ -89,9 +106,9 @@ class ModelEntry(_Strict):
 
 
 class Bootstrap(_Strict):
-    n_boot: int = Field(default=1000, ge=100, le=100_000)
-    n_boot_kappa: int = Field(default=2000, ge=100, le=100_000)
-    seed: int = Field(default=0, ge=0, le=2**32 - 1)
+    n_boot: Int = Field(default=1000, ge=100, le=100_000)
+    n_boot_kappa: Int = Field(default=2000, ge=100, le=100_000)
+    seed: Int = Field(default=0, ge=0, le=2**32 - 1)
     method: Literal["percentile"] = "percentile"
 
     @property
@@ -101,7 +118,7 @@ class Bootstrap(_Strict):
 
 
 class Runtime(_Strict):
-    processes: int = Field(default=1, ge=1, le=64)
+    processes: Int = Field(default=1, ge=1, le=64)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     progress: bool = True
 
@@ -116,13 +133,17 @@ class Tracking(_Strict):
     uri: str | None = Field(default=None, description="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db")
     experiment: str = "gestalt"
     tags: dict[str, str] = Field(default_factory=dict)
+    outage_budget_s: Int = Field(
+        default=300, ge=1, le=86400,
+        description="how long a tracking server that stops answering is retried before the run gives up "
+                    "(exit 1, records kept; docs/clusters.md)")
 
 
 class Recipe(_Strict):
     schema_version: Literal[1] = 1
-    name: str = Field(pattern=ID_PATTERN)
+    name: str = Field(pattern=ID_PATTERN, max_length=NAME_MAX)
     description: str = ""
-    seed: int = Field(default=0, ge=0, le=2**32 - 1)
+    seed: Int = Field(default=0, ge=0, le=2**32 - 1)
     models: list[ModelEntry] = Field(min_length=1, max_length=256)
     tasks: list[str] = Field(min_length=1)
     task_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -131,6 +152,9 @@ class Recipe(_Strict):
     data: Data = Data()
     tracking: Tracking = Tracking()
     output_dir: str | None = None
+    # USD the recipe's API calls may spend in one run of it, at harness/models/prices.csv's prices:
+    # the battery in progress stops cleanly when reached (records kept; a rerun continues)
+    budget_usd: float | None = Field(default=None, gt=0)
     _lines: dict[tuple, str] = PrivateAttr(default_factory=dict)
     _file: str = PrivateAttr(default="recipe")
 
@@ -364,13 +388,36 @@ def _override_keys(data: dict, dotted: str) -> list[str]:
     return ["task_options", task, *(tail.split(".") if tail else [])]
 
 
-def _validation_message(e: ValidationError, lines: dict, fallback: str, prefix: tuple = ()) -> str:
-    """The first error of a pydantic validation as 'file:line: key: what' (+ how many more)."""
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """'; did you mean X?' with the known name closest to a misspelt one, or '' when none is close."""
+    match = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.5)
+    return f"; did you mean {match[0]}?" if match else ""
+
+
+def _keys_at(model: type[BaseModel], loc: tuple) -> list[str]:
+    """The keys the section of ``model`` at ``loc`` takes (through list items and mapping values)."""
+    node: Any = model
+    for part in loc:
+        if isinstance(node, type) and issubclass(node, BaseModel) and part in node.model_fields:
+            node = node.model_fields[part].annotation
+        elif get_origin(node) in (list, dict):
+            node = get_args(node)[-1]
+        else:
+            return []
+    return list(node.model_fields) if isinstance(node, type) and issubclass(node, BaseModel) else []
+
+
+def _validation_message(e: ValidationError, lines: dict, fallback: str, prefix: tuple = (),
+                        model: type[BaseModel] | None = None) -> str:
+    """The first error of a pydantic validation as 'file:line: key: what' (+ how many more); an
+    unknown key with the closest key ``model`` takes there."""
     err = e.errors()[0]
     loc = prefix + tuple(err["loc"])
     where = next((lines[loc[:i]] for i in range(len(loc), 0, -1) if loc[:i] in lines), fallback)
     key = ".".join(str(p) for p in loc) or "(recipe)"
-    msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key" + did_you_mean(str(err["loc"][-1]), _keys_at(model or Recipe, tuple(err["loc"][:-1])))
     more = f" (+{e.error_count() - 1} more errors)" if e.error_count() > 1 else ""
     return f"{where}: {key}: {msg}{more}"
 
@@ -387,7 +434,7 @@ def _check_task_options(recipe: Recipe, lines: dict, path: str | Path, file_task
         try:
             expand([name])
         except UnknownTask as e:
-            raise RecipeError(f"{lines.get(('tasks', i), path)}: tasks.{i}: {e}") from None
+            raise RecipeError(f"{recipe.where('tasks', i)}: tasks.{i}: {e}") from None
     tasks = expand(recipe.tasks)
     # `--tasks=[...]` may run a subset of a recipe: the file's other tasks keep their options, unused
     keyed: list[tuple[tuple[str | int, ...], str]] = [(("task_options", key), key) for key in recipe.task_options]
@@ -398,6 +445,14 @@ def _check_task_options(recipe: Recipe, lines: dict, path: str | Path, file_task
             raise RecipeError(f"{where}: {'.'.join(map(str, at))}: not a task of this recipe "
                               f"(tasks: {', '.join(tasks)})")
     for i, m in enumerate(recipe.models):
+        for k, name in enumerate(m.tasks or []):
+            try:
+                own = expand([name])
+            except UnknownTask as e:
+                raise RecipeError(f"{lines.get(('models', i, 'tasks', k), path)}: models.{i}.tasks.{k}: {e}") from None
+            if set(own) - set(tasks):
+                raise RecipeError(f"{lines.get(('models', i, 'tasks', k), path)}: models.{i}.tasks.{k}: "
+                                  f"{name} is not a task of this recipe (tasks: {', '.join(tasks)})")
         for key, readout in m.readouts.items():
             if readout not in READOUTS:
                 raise RecipeError(f"{lines.get(('models', i, 'readouts', key), path)}: models.{i}.readouts."
@@ -417,7 +472,8 @@ def _check_task_options(recipe: Recipe, lines: dict, path: str | Path, file_task
             if e.errors()[0]["type"] == "extra_forbidden":
                 known = ", ".join(sorted(get_task(key).options_model().model_fields)) or "none"
                 hint = f" (options of {key}: {known}; the readout's settings go under readout:)"
-            raise RecipeError(_validation_message(e, lines, str(path), place) + hint) from None
+            raise RecipeError(_validation_message(e, lines, str(path), place,
+                                                  get_task(key).options_model()) + hint) from None
 
 
 def load_recipe(path: str | Path, overrides: dict[str, Any] | None = None) -> Recipe:
@@ -427,6 +483,8 @@ def load_recipe(path: str | Path, overrides: dict[str, Any] | None = None) -> Re
     # task_options.* last: their task ids are resolved against the tasks as overridden
     ordered = sorted((overrides or {}).items(), key=lambda kv: kv[0].startswith("task_options."))
     for dotted, value in ordered:
+        if isinstance(value, str) and not value.strip():  # YAML would read it as null: the default
+            raise RecipeError(f"override {dotted}: empty value (write {dotted}=null to reset it to its default)")
         if isinstance(value, str):
             value, _ = _parse(value, f"override {dotted}")
         try:
@@ -437,6 +495,8 @@ def load_recipe(path: str | Path, overrides: dict[str, Any] | None = None) -> Re
         where = tuple(int(k) if k.isdigit() else k for k in keys)
         for stale in [k for k in lines if k[:len(where)] == where]:  # the file's lines it replaced
             del lines[stale]
+        for i in range(1, len(where) + 1):  # a section the file does not have is the command line's too
+            lines.setdefault(where[:i], "command line")
         lines[where] = "command line"
     try:
         recipe = Recipe.model_validate(data)

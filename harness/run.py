@@ -11,6 +11,8 @@ records), scores through the task's scoring family, figures, artifacts.
 from __future__ import annotations
 
 import contextlib
+import functools
+import errno
 import os
 import hashlib
 import json
@@ -21,17 +23,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .errors import GestaltError, ProcessLost, TrackingUnavailable
-from .models.base import CAPABILITIES, ModelAdapter, ModelSpec, fingerprint_hash
+from .version import __version__
+from .errors import DiskUnavailable, GestaltError, ProcessLost, TrackingUnavailable
+from .models.api_costs import Budget, BudgetReached, battery_usage, price_of
+from .models.base import CAPABILITIES, ModelAdapter, ModelError, ModelSpec, fingerprint_hash
 from .models.device import cpu_heap_wanted, long_lived_frozen
 from .models.registry import make_adapter
+from .models.weights import check_checkpoint
 from .readouts.base import Readout, UnknownReadoutOption
+from .readouts.parse import failed_call
 from .readouts.registry import get_readout
 from .recipes import Recipe, RecipeError
+from .scores.ranking import ItemValues, TaskRanking, position, primary_items, rank_task
 from .scores.record import Score
-from .scores.tasks import get_family
+from .scores.tasks import Bootstrap, get_family
 from .sources import Sources
+from .sources.store import offline
 from .stimuli.base import StimulusSet
 from .stimuli.hashcache import prime as prime_hashes
 from .stimuli.registry import TaskSpec, expand, get_task
@@ -45,6 +52,7 @@ from .tracking.mlflow_run import (
     find_battery,
     logged_intervals,
     open_store,
+    outage_budget,
     shown_uri,
     tracking_lost,
     tracking_uri,
@@ -65,6 +73,7 @@ class Planned:
     tasks: list[tuple[TaskSpec, str]]  # (task, readout name)
     adapter: ModelAdapter  # built, not loaded (a python source is: its methods are its capabilities)
     readouts: dict[str, Readout] = field(default_factory=dict)  # task id -> built in preflight
+    missing: str | None = None  # why the model cannot be resolved yet (a dry run lists it)
     settings_dropped: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> {name: value}
 
 
@@ -74,10 +83,13 @@ class BatteryResult:
     run_id: str
     scores: dict[str, list[Score]] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)
+    # task -> its primary score per stimulus (the rank groups' paired bootstrap); None where the
+    # family has no per-stimulus form of it
+    items: dict[str, ItemValues | None] = field(default_factory=dict)
     model_calls: int = 0
     new_trials: int = 0
     up_to_date: bool = False  # nothing changed since run_id finished: no run made, nothing computed
-    failed: str | None = None  # why the battery's run ended FAILED (every trial null)
+    failed: str | None = None  # why the battery's run ended FAILED (every trial null, or failed calls left)
     # wall seconds per task and phase: trials (model calls and stimulus preparation), scores,
     # figures (drawn; saved in the background), tracking (MLflow logging; the battery's own under
     # "battery"); what benchmarks/overhead.py reports as the harness's share
@@ -97,12 +109,20 @@ def model_specs(recipe: Recipe) -> list[ModelSpec]:
 def plan(recipe: Recipe) -> list[Planned]:
     tasks = [get_task(t) for t in expand(recipe.tasks)]
     out = []
-    for entry, spec in zip(recipe.models, model_specs(recipe)):
+    for i, (entry, spec) in enumerate(zip(recipe.models, model_specs(recipe))):
         adapter = make_adapter(spec)  # capabilities known, weights not loaded
         caps = adapter.capabilities
         pairs = []
+        own = None if entry.tasks is None else set(expand(entry.tasks))  # a model's share of the tasks
         for task in tasks:
-            readout = entry.readouts.get(task.task_id) or next(
+            if own is not None and task.task_id not in own:
+                continue
+            forced = entry.readouts.get(task.task_id)
+            if forced is not None and (needs := get_readout(forced).capability) not in caps:
+                raise RecipeError(f"{recipe.where('models', i, 'readouts', task.task_id)}: models.{i}.readouts."
+                                  f"{task.task_id}: readout {forced!r} needs {needs}, which model {spec.id!r} "
+                                  f"({'/'.join(sorted(caps))}) has not")
+            readout = forced or next(
                 (task.readouts[c] for c in CAPABILITIES if c in caps and c in task.readouts),
                 None)
             if readout is None:
@@ -159,17 +179,26 @@ WEIGHT_FILES = (".pt", ".pth", ".bin", ".safetensors", ".ckpt")
 
 
 def check_weights(recipe: Recipe) -> None:
-    """A ``weights`` value that names a file (a path or a weights suffix) must exist now, not
-    when the battery loads the model inside its MLflow run."""
+    """A ``weights`` value that names a file (a path or a weights suffix) must be a checkpoint
+    now (its header read), not when the battery loads the model inside its MLflow run."""
     for i, m in enumerate(recipe.models):
         w = m.weights
         if w and not w.startswith("pypi:") and ("/" in w or w.endswith(WEIGHT_FILES)):
-            if not Path(w).expanduser().exists():
-                raise RecipeError(f"{recipe.where('models', i, 'weights')}: models.{i}.weights: "
-                                  f"{w}: no such file")
+            where = f"{recipe.where('models', i, 'weights')}: models.{i}.weights"
+            path = Path(w).expanduser()
+            if not path.exists():
+                raise RecipeError(f"{where}: {w}: no such file")
+            try:
+                check_checkpoint(path)
+            except ModelError as e:
+                raise RecipeError(f"{where}: {e}") from None
 
 
-def preflight(recipe: Recipe) -> tuple[list[Planned], dict[str, StimulusSet], Sources]:
+def preflight(recipe: Recipe, *, list_missing: bool = False
+              ) -> tuple[list[Planned], dict[str, StimulusSet], Sources]:
+    """Everything that can fail before a run. Models that cannot be resolved (an API key not set,
+    weights not in the cache) are all named together, in one error; with ``list_missing`` (a dry
+    run) they are marked ``missing`` instead, for the plan to show them all."""
     cpu_heap_wanted()  # a typo in $GESTALT_CPU_HEAP stops the run here, not at its first trial
     check_weights(recipe)
     planned = plan(recipe)
@@ -178,23 +207,74 @@ def preflight(recipe: Recipe) -> tuple[list[Planned], dict[str, StimulusSet], So
     prime_hashes(stimsets.values())  # a rerun reads them: no stimulus drawn or PNG-encoded again
     build_readouts(recipe, planned, stimsets)
     for p in planned:
-        p.adapter.check()  # resolves the name (and offline weights) without loading them
+        try:
+            p.adapter.check()  # resolves the name (and offline weights) without loading them
+        except ModelError as e:
+            p.missing = str(e)
+            continue
         for task_id, readout in p.readouts.items():  # settings the model cannot take:
             if dropped := readout.preflight(p.adapter):  # refused, or dropped and logged
                 p.settings_dropped[task_id] = dropped
+    missing = [p.missing for p in planned if p.missing]
+    if missing and not list_missing:
+        raise ModelError("; ".join(missing))
     return planned, stimsets, sources
+
+
+def missing_block(planned: list[Planned], stimsets: dict[str, StimulusSet]) -> list[str]:
+    """What a dry run lists after the plan: every model that cannot run yet, and the tasks a run
+    reports unavailable (their data not here), each reason once."""
+    lines = []
+    missing = [p.missing for p in planned if p.missing]
+    if missing:
+        lines += [f"missing before this recipe can run ({len(missing)}):", *(f"  {m}" for m in missing)]
+    unavailable = {t: s.unavailable for t, s in stimsets.items() if s.unavailable}
+    if unavailable:
+        lines += ["tasks a run reports unavailable (it goes on without them):",
+                  *(f"  {t}: {why}" for t, why in unavailable.items())]
+    return lines
+
+
+def check_budget(recipe: Recipe, planned: list[Planned]) -> None:
+    """``budget_usd`` is counted at the price table's prices: every API model must have one."""
+    if recipe.budget_usd is None:
+        return
+    from .models.api import APIModel
+
+    for p in planned:
+        if isinstance(p.adapter, APIModel) and price_of(p.adapter.provider, p.adapter.capability_model) is None:
+            raise RecipeError(f"{recipe.where('budget_usd')}: budget_usd: model {p.model.id!r} "
+                              f"({p.adapter.provider}/{p.adapter.capability_model}) has no price in "
+                              f"harness/models/prices.csv; add its row or remove budget_usd")
+
+
+def verify_api_models(planned: list[Planned]) -> None:
+    """Each API model's key and name, asked of its vendor with one request that generates nothing,
+    before any MLflow run: a refused key or an unknown model is one line (ModelError, exit 2).
+    ``--offline`` skips it."""
+    from .models.api import APIModel  # httpx2: only where a recipe has API models to check
+
+    for p in planned:
+        if isinstance(p.adapter, APIModel):
+            p.adapter.verify()
 
 
 def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, StimulusSet]) -> str:
     lines = [f"recipe {recipe.name} (sha256 {recipe.sha256[:12]}), seed {recipe.seed}, "
              f"{recipe.runtime.processes} process(es), output {recipe.out_dir}"]
+    from .models.api import APIModel
+    from .models.api_costs import estimate_line
+
     total_calls = total_cached = total_pending = 0
     for p in planned:
-        lines.append(f"model {p.model.id} [{p.model.ref} weights={p.model.weights}]")
+        lines.append(f"model {p.model.id} [{p.model.ref} weights={p.model.weights}]"
+                     + (" NOT READY (listed below)" if p.missing else ""))
+        api = p.adapter if isinstance(p.adapter, APIModel) else None
+        jobs = []  # an API model's calls to run per task: (calls, image size, prompt, output budget)
         for task, readout in p.tasks:
             s = stimsets[task.task_id]
             if s.unavailable:
-                lines.append(f"  {task.task_id}: UNAVAILABLE: {s.unavailable}")
+                lines.append(f"  {task.task_id}: unavailable (listed below)")
                 continue
             # a readout may multiply repetitions (every montage permutation x n_reps)
             n_reps = p.readouts[task.task_id].n_reps
@@ -204,12 +284,22 @@ def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, St
             lines.append(f"  {task.task_id}: readout {readout}, {len(s.test)} test x {n_reps} rep(s)"
                          f" = {trials} trials, probe-train {len(s.train)}"
                          + (f", {calls} generate calls" if calls else ""))
+            if s.note:
+                lines.append(f"    note: {s.note}")
+            if p.missing:  # its fingerprint, and so its cached trials, is known once it resolves
+                continue
             keys = trial_keys(task.task_id, s, p.model.id, p.readouts[task.task_id],
                               fingerprint_hash(p.adapter.fingerprint))
             store = RecordStore(recipe.out_dir / p.model.id / "records" / f"{task.task_id}.jsonl")
             cached = count_cached(store, keys)
             total_cached, total_pending = total_cached + cached, total_pending + len(keys) - cached
             lines.append(f"    trials cached {cached}, to run {len(keys) - cached}")
+            if api is not None and s.test:
+                options = p.readouts[task.task_id].options
+                jobs.append((len(keys) - cached, s.test[0].image.size, s.prompt.text if s.prompt else "",
+                             int(api.options.get("max_tokens") or options.get("max_new_tokens", 40))))
+        if api is not None and jobs:
+            lines.append(estimate_line(api.provider, api.capability_model, jobs))
     lines.append(f"total generate/API calls if nothing is cached: {total_calls}")
     lines.append(f"total trials cached {total_cached}, to run {total_pending}")
     return "\n".join(lines)
@@ -260,7 +350,16 @@ def recipe_device(recipe: Recipe) -> Iterator[None]:
 def run_recipe(recipe: Recipe, *, echo: Callable[[str], None] = print,
                new_run: bool = False, shard: tuple[int, int] | None = None) -> list[BatteryResult]:
     with recipe_device(recipe):
-        return _run_recipe(recipe, echo, new_run, shard)
+        try:
+            return _run_recipe(recipe, echo, new_run, shard)
+        except OSError as e:
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+                raise
+            folder = Path(e.filename).parent if e.filename else recipe.out_dir
+            why = f"no space left on {folder}" if e.errno != errno.EROFS else f"{folder} is read-only"
+            raise DiskUnavailable(f"{why}: records so far are kept; "
+                                  f"{'free space' if e.errno != errno.EROFS else 'make it writable'} and run again"
+                                  ) from None
 
 
 def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
@@ -271,13 +370,25 @@ def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
     if shard is not None:
         planned = shard_of(planned, shard)
         echo(shard_line(shard, planned, len(recipe.models)))
+    for task_id in dict.fromkeys(t.task_id for p in planned for t, _ in p.tasks):
+        if stimsets[task_id].unavailable:  # once per task: it is the same for every model
+            echo(f"{task_id}: unavailable for every model: {stimsets[task_id].unavailable}")
+    check_budget(recipe, planned)
+    if not offline():
+        verify_api_models(planned)
+    budget = Budget(recipe.budget_usd) if recipe.budget_usd is not None else None
     dist = Dist()
     results = []
     try:
-        with interrupts_as_exceptions():
+        with interrupts_as_exceptions(), outage_budget(recipe.tracking.outage_budget_s):
             for i, p in enumerate(planned):
                 with long_lived_frozen(collect_after=i + 1 < len(planned)):
-                    results.append(_run_battery(recipe, p, stimsets, dist, echo, new_run=new_run))
+                    results.append(_run_battery(recipe, p, stimsets, dist, echo, new_run=new_run,
+                                                budget=budget))
+                if budget is not None and budget.spent_usd >= budget.limit_usd and i + 1 < len(planned):
+                    echo(f"budget_usd {budget.limit_usd:g} spent: "
+                         f"{', '.join(q.model.id for q in planned[i + 1:])} not started")
+                    break
     except BaseException:
         dist.close(finished=False)
         raise
@@ -318,16 +429,38 @@ def _logged_result(model_id: str, run_id: str, intervals: dict[str, Any] | None 
     return result
 
 
-def _all_null(records: list[dict]) -> str | None:
-    """'every trial null (reasons)' when no trial of the battery has an answer (dead key, outage)."""
-    if not records or any(r["parse_status"] == "ok" for r in records):
+def _with_items(result: BatteryResult, p: Planned, stimsets: dict[str, StimulusSet],
+                stores: dict[str, RecordStore]) -> BatteryResult:
+    """An up-to-date battery's primary scores per stimulus, from the records its run scored (the
+    live record files hold exactly those: their digest is the one the run logged)."""
+    for task, _ in p.tasks:
+        if task.task_id in result.scores:
+            records = stores[task.task_id].read()
+            scored = records if task.all_reps else per_stimulus(records)
+            result.items[task.task_id] = primary_items(task.scoring, result.scores[task.task_id], scored,
+                                                       stimsets[task.task_id])
+    return result
+
+
+def _failure(records: list[dict]) -> str | None:
+    """Why the battery's run must end FAILED, or None: no trial has an answer, or some trial's
+    call failed (dead key, quota, outage; a rerun sends those again, in the same run)."""
+    def reasons(recs: list[dict]) -> str:
+        return ", ".join(f"{k} x{n}" for k, n in Counter(r["parse_status"] for r in recs).most_common(3))
+
+    failed = [r for r in records if failed_call(r["parse_status"], r.get("extras"))]
+    if records and not any(r["parse_status"] == "ok" for r in records):
+        why = f"every one of {len(records)} trials null ({reasons(records)})"
+    elif failed:
+        why = f"{len(failed)} of {len(records)} trials are failed calls ({reasons(failed)})"
+    else:
         return None
-    reasons = Counter(r["parse_status"] for r in records).most_common(3)
-    return f"every one of {len(records)} trials null ({', '.join(f'{k} x{n}' for k, n in reasons)})"
+    return why + (f"; a rerun sends the {len(failed)} failed calls again" if failed else "")
 
 
 def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], dist: Dist,
-                 echo: Callable[[str], None], new_run: bool = False) -> BatteryResult:
+                 echo: Callable[[str], None], new_run: bool = False,
+                 budget: Budget | None = None) -> BatteryResult:
     """One battery under its folder's lock: a second process on the same output folder waits,
     then finds the trials done (each computed and written once) and the run up to date."""
     spec = p.model
@@ -346,7 +479,7 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
                                                   _records_digest(stores))
                 if found is not None:
                     echo(f"{spec.id}: up to date: run {found[0]}")
-                    return _logged_result(spec.id, found[0], found[1])
+                    return _with_items(_logged_result(spec.id, found[0], found[1]), p, stimsets, stores)
             folder_id, experiment_id = "", None
             if track:
                 folder_id = battery_folder_id(folder)
@@ -358,7 +491,8 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
             up_to_date = dist.gather([prior.run_id if prior.up_to_date else None])[0]
             if up_to_date:
                 echo(f"{spec.id}: up to date: run {up_to_date}")
-                return _logged_result(spec.id, up_to_date) if dist.is_main else BatteryResult(spec.id, up_to_date)
+                return (_with_items(_logged_result(spec.id, up_to_date), p, stimsets, stores) if dist.is_main
+                        else BatteryResult(spec.id, up_to_date))
             if prior.run_id:
                 echo(f"{spec.id}: continuing run {prior.run_id}")
             tags = {"gestalt.model": spec.id, "gestalt.recipe": recipe.name, "gestalt.recipe_sha256": recipe.sha256,
@@ -371,7 +505,11 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
                 local_id = (run.run_id if run is not None
                             else f"{recipe.name}-{spec.id}-{time.strftime('%Y%m%d-%H%M%S')}")
                 run_id = dist.gather([local_id])[0]
-                result = _battery_trials(recipe, p, stimsets, dist, adapter, stores, run, run_id, echo)
+                try:
+                    result = _battery_trials(recipe, p, stimsets, dist, adapter, stores, run, run_id, echo,
+                                             budget)
+                except BudgetReached as e:  # the trials so far are recorded; a rerun continues
+                    result = BatteryResult(spec.id, run_id, failed=str(e))
                 if result.failed:
                     echo(f"{spec.id}: {result.failed}; run {run_id} marked FAILED")
                     if run is not None:
@@ -392,18 +530,25 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
         if why is None:
             raise
         where = f"run {run_id} of {spec.id}" if run_id else f"{spec.id} not started"
-        raise TrackingUnavailable(f"tracking server {shown_uri(uri)} stopped answering ({why}): {where}; "
-                                  f"{RESUME}") from None
+        raise TrackingUnavailable(f"tracking server {shown_uri(uri)} stopped answering ({why}; retried for "
+                                  f"{recipe.tracking.outage_budget_s} s): {where}; {RESUME}") from None
     finally:
         adapter.release()  # one model in memory at a time: the roster's next one loads into its space
 
 
 def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], dist: Dist,
                     adapter: CountingAdapter, stores: dict[str, RecordStore], run: Any,
-                    run_id: str, echo: Callable[[str], None]) -> BatteryResult:
+                    run_id: str, echo: Callable[[str], None], budget: Budget | None = None) -> BatteryResult:
+    from .models.api import APIModel  # already loaded where a battery's model is an API model
+
     spec = p.model
     track = run is not None
     result = BatteryResult(spec.id, run_id)
+    charge = None
+    if budget is not None and isinstance(p.adapter, APIModel):
+        price = price_of(p.adapter.provider, p.adapter.capability_model)
+        assert price is not None  # check_budget refused the recipe otherwise
+        charge = functools.partial(budget.charge, price)
     if track:
         run.log_params({
             "model": spec.id, "model_ref": spec.ref, "weights": spec.weights,
@@ -427,14 +572,14 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
         clock = time.perf_counter()
         tr = run_task(task, stimset, spec, adapter, store, readout_name=readout,
                       readout_options=readout_options(recipe, spec, task), seed=recipe.seed,
-                      run_id=run_id, dist=dist, progress=recipe.runtime.progress)
+                      run_id=run_id, dist=dist, progress=recipe.runtime.progress, echo=echo,
+                      charge=charge)
         clock = _lap(result.seconds[task.task_id], "trials", clock)
         result.model_calls += tr.model_calls
         result.new_trials += tr.new_trials
         if tr.unavailable:
             result.unavailable[task.task_id] = tr.unavailable
-            intervals[task.task_id] = {"unavailable": tr.unavailable}
-            echo(f"{spec.id} {task.task_id}: unavailable: {tr.unavailable}")
+            intervals[task.task_id] = {"unavailable": tr.unavailable}  # said once, before the batteries
             continue
         answered += tr.records
         if not dist.is_main:
@@ -443,11 +588,12 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
         scores = get_family(task.scoring).score(scored, stimset, recipe.bootstrap.settings)
         clock = _lap(result.seconds[task.task_id], "scores", clock)
         result.scores[task.task_id] = scores
+        result.items[task.task_id] = primary_items(task.scoring, scores, scored, stimset)
         intervals[task.task_id] = {"version": stimset.version, "readout": readout,
                                    "stimulus_set_sha256": stimset.sha256,
                                    "scores": [s.to_dict() for s in scores]}
         if track:
-            from .reports.figures import battery_figures  # matplotlib: only when figures are drawn
+            from .reports.battery import battery_figures  # matplotlib: only when figures are drawn
 
             history = p.adapter.history
             if history or tr.artifacts:
@@ -457,9 +603,11 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
             run.log_task(task.task_id, scores, tr.records,
                          {f"{task.task_id}/model_calls": float(tr.model_calls)}, figs, store.path)
             _lap(result.seconds[task.task_id], "tracking", clock)
-    result.failed = _all_null(answered)
+    result.failed = _failure(answered)
     if track:
         clock = time.perf_counter()
+        if isinstance(p.adapter, APIModel):  # what the battery's calls used and cost, as the vendor counted
+            run.log_metrics(battery_usage(answered, p.adapter.provider, p.adapter.capability_model))
         run.log_battery(intervals=intervals, recipe=recipe.resolved(), recipe_sha256=recipe.sha256,
                         stimulus_sets={t: s.sha256 for t, s in stimsets.items() if not s.unavailable})
         _lap(result.seconds["battery"], "tracking", clock)
@@ -511,3 +659,79 @@ def human_reference_lines(results: list[BatteryResult]) -> list[str]:
 
 def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
+
+
+def answer_lines(results: list[BatteryResult], boot: Bootstrap) -> list[str]:
+    """The run's answer: per task, the models in rank groups (best first), each with its primary
+    score, 95% interval and position between floor and ceiling; censored and missing values and
+    unavailable tasks named, not ranked."""
+    lines = ["", "rank groups per task (best first; models sharing a letter are not told apart):"]
+    for task_id in dict.fromkeys(t for r in results for t in [*r.scores, *r.unavailable]):
+        family = get_family(get_task(task_id).scoring)
+        scored = [r for r in results if task_id in r.scores]
+        if not scored:
+            lines.append(f"{task_id}: unavailable for every model (the reason is above)")
+            continue
+        if not family.primary:
+            lines.append(f"{task_id}: no single score to rank ({family.name}: errors in several forms; "
+                         f"see the table above)")
+            continue
+        entries = {r.model_id: (_primary(family.primary, r.scores[task_id]), r.items.get(task_id))
+                   for r in scored}
+        ranking = rank_task(entries, boot, family.primary[0])
+        lines += _ranking_lines(task_id, ranking)
+        lines += [f"  -     {r.model_id}  unavailable" for r in results if task_id in r.unavailable]
+    return lines
+
+
+def _primary(names: tuple[str, ...], scores: list[Score]) -> Score | None:
+    """The family's primary score; one with no value (nothing parseable) is still named."""
+    by = {s.name: s for s in scores}
+    with_value = [by[n] for n in names if n in by and by[n].value is not None]
+    return next(iter(with_value), next((by[n] for n in names if n in by), None))
+
+
+def _ranking_lines(task_id: str, ranking: TaskRanking) -> list[str]:
+    first = ranking.ranked[0].score if ranking.ranked else None
+    anchors = "" if first is None else (f"; floor {_num(first.floor)}, " + (
+        f"ceiling {_num(first.ceiling)}" if first.ceiling is not None else "no ceiling (position against 1)"))
+    lines = [f"{task_id}  {ranking.score_name}{anchors}"]
+    width = max(len(m) for m in [*(r.model_id for r in ranking.ranked), *(u[0] for u in ranking.unranked)])
+    for r in ranking.ranked:
+        s = r.score
+        ci = f"[{_num(s.ci_low)}, {_num(s.ci_high)}]" if s.ci_low is not None else ""
+        nulls = f"  {s.nulls} of {s.n + s.nulls} null" if s.nulls else ""
+        lines.append(f"  {r.groups:<5} {r.model_id:<{width}}  {_num(s.value)} {ci:<14}  "
+                     f"{_position_text(position(s), 'ceiling' if s.ceiling is not None else '1')}{nulls}")
+    for model, unranked, why in ranking.unranked:
+        shown = "" if unranked is None or unranked.value is None else f"{_num(unranked.value)} "
+        lines.append(f"  {'-':<5} {model:<{width}}  {shown}{why}")
+    if ranking.method:
+        lines.append(f"  groups: {ranking.method}")
+    return lines
+
+
+def _position_text(p: float | None, top: str) -> str:
+    """floor |####......| ceiling (or 1) and the percentage; an arrow where the value lies beyond."""
+    if p is None:
+        return ""
+    filled = round(min(max(p, 0.0), 1.0) * 10)
+    return (f"floor {'<' if p < 0 else '|'}{'#' * filled}{'.' * (10 - filled)}{'>' if p > 1 else '|'} "
+            f"{top} {100 * p:.0f}%")
+
+
+def where_lines(recipe: Recipe, results: list[BatteryResult]) -> list[str]:
+    """The run's last lines: where its records, figures, report and MLflow runs are."""
+    lines = [f"records  {recipe.out_dir}/<model>/records/<task>.jsonl"]
+    if not recipe.tracking.enabled:
+        return lines + ["figures  none: drawn with tracking only (tracking.enabled is false)",
+                        "report   none: `gestalt report` reads the MLflow runs (tracking is off)",
+                        "MLflow   off (tracking.enabled: false)"]
+    uri = tracking_uri(recipe.tracking.uri)
+    flag = f" --uri {shown_uri(uri)}" if recipe.tracking.uri else ""
+    exp = recipe.tracking.experiment
+    runs = ", ".join(f"{r.model_id} {r.run_id}" for r in results)
+    return lines + [f"figures  figures/*.png in each model's MLflow run ({runs})",
+                    f"report   gestalt report --experiment {exp} --out {recipe.out_dir}/report{flag}",
+                    f"MLflow   {shown_uri(uri)}, experiment {exp}: `gestalt ui{flag}` prints the runs "
+                    f"table's address"]

@@ -7,6 +7,7 @@ an installed wheel carries them as package data.
 
 from __future__ import annotations
 
+import difflib
 from importlib import resources
 from pathlib import Path
 
@@ -37,8 +38,10 @@ def resolve_recipe(name: str) -> Path:
     stem = name.removesuffix(SUFFIX)
     if stem in shipped:
         return shipped[stem]
+    guess = difflib.get_close_matches(stem, list(shipped), n=1, cutoff=0.5)
     raise GestaltError(f"{name}: recipe file not found here, and no shipped recipe of that name "
-                       f"(shipped: {', '.join(shipped)}; see `gestalt recipes`)")
+                       f"(shipped: {', '.join(shipped)}; see `gestalt recipes`)"
+                       + (f"; did you mean {guess[0]}?" if guess else ""))
 
 
 def describe(path: Path) -> str:

@@ -1,12 +1,11 @@
 """A real browser on the MLflow UI: a store with three finished batteries, `gestalt ui` on it, and
-Debian's headless chromium (.ci/run installs it) to read pages (`--dump-dom`) or save screenshots.
+Debian's headless chromium (.ci/run installs it), driven over the DevTools protocol (:class:`Browser`).
 
-`python -m tests.browser docs/mlflow-ui` rebuilds the store and saves the README's screenshots.
+`python -m tests.browser docs/mlflow-ui` rebuilds the store and saves docs/tracking.md's screenshots.
 """
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import re
@@ -19,6 +18,7 @@ import tempfile
 import time
 import urllib.parse
 from collections.abc import Iterator
+import contextlib
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -59,12 +59,12 @@ def three_batteries(store: Path) -> Path:
 
 
 @contextmanager
-def ui(store: Path, timeout: float = 180) -> Iterator[str]:
+def ui(store: Path, *flags: str, timeout: float = 180) -> Iterator[str]:
     """`gestalt ui` in the store's folder; yields the runs-table URL it prints. Stopped by PID."""
     port = free_port()
     log = store / "ui.log"
     with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "ui", "--port", str(port)], cwd=store,
+        proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "ui", "--port", str(port), *flags], cwd=store,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                 env=dict(ENV, PYTHONPATH=str(Path(__file__).resolve().parents[1])))
     try:
@@ -86,23 +86,92 @@ def ui(store: Path, timeout: float = 180) -> Iterator[str]:
         assert sock.connect_ex(("127.0.0.1", port)) != 0, f"a server outlived gestalt ui on port {port}"
 
 
-def _browse(url: str, *extra: str, width: int = 1600, height: int = 900) -> str:
-    with tempfile.TemporaryDirectory() as profile:
-        res = subprocess.run([chromium() or "chromium", *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-                              f"--window-size={width},{height}", "--virtual-time-budget=25000", *extra, url],
-                             capture_output=True, text=True, timeout=180)
-    assert res.returncode == 0, res.stderr[-2000:]
-    return res.stdout
+class Browser:
+    """Headless Chromium in a fresh profile, driven over the DevTools protocol: a page a test
+    opens, reads, clicks through and photographs as a user would."""
 
+    def __init__(self, width: int = 1600, height: int = 900):
+        import urllib.request
 
-def page_text(url: str) -> str:
-    """The rendered page's text (scripts run, then the DOM is dumped)."""
-    return html.unescape(re.sub(r"<[^>]+>", " ", _browse(url, "--dump-dom")))
+        from websockets.sync.client import connect
 
+        self.profile = tempfile.TemporaryDirectory()
+        port = free_port()
+        self.proc = subprocess.Popen(
+            [chromium() or "chromium", *CHROMIUM_FLAGS, f"--user-data-dir={self.profile.name}",
+             f"--remote-debugging-port={port}", f"--window-size={width},{height}", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5) as reply:
+                    page = next(t for t in json.load(reply) if t["type"] == "page")
+                break
+            except (OSError, StopIteration):
+                assert time.monotonic() < deadline and self.proc.poll() is None, "chromium did not start"
+                time.sleep(0.5)
+        self.connection = contextlib.ExitStack()
+        self.ws = self.connection.enter_context(connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=30))
+        self.calls = 0
+        self.send("Page.enable")
 
-def screenshot(url: str, path: Path, height: int = 900) -> None:
-    _browse(url, f"--screenshot={path}", height=height)
-    assert path.stat().st_size > 10_000, path
+    def send(self, method: str, **params) -> dict:
+        self.calls += 1
+        self.ws.send(json.dumps({"id": self.calls, "method": method, "params": params}))
+        while True:
+            reply = json.loads(self.ws.recv(timeout=120))
+            if reply.get("id") == self.calls:
+                assert "error" not in reply, (method, reply["error"])
+                return reply["result"]
+
+    def evaluate(self, script: str):
+        result = self.send("Runtime.evaluate", expression=script, returnByValue=True, awaitPromise=True)
+        return result["result"].get("value")
+
+    def goto(self, url: str) -> None:
+        self.send("Page.navigate", url=url)
+
+    def text(self) -> str:
+        return self.evaluate("document.body ? document.body.innerText : ''") or ""
+
+    def wait_for(self, script: str, what: str, timeout: float = 120):
+        """Poll ``script`` until it is truthy (the UI renders asynchronously); its value."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = self.evaluate(script)
+            if value:
+                return value
+            assert time.monotonic() < deadline, f"{what}: not shown within {timeout:.0f} s; page:\n{self.text()[:3000]}"
+            time.sleep(0.5)
+
+    def click(self, text: str, selector: str = "a", timeout: float = 120) -> None:
+        """Click the first ``selector`` element whose visible text is ``text``, once it shows."""
+        find = (f"Array.from(document.querySelectorAll({json.dumps(selector)}))"
+                f".find(e => e.innerText.trim() === {json.dumps(text)})")
+        self.wait_for(f"!!({find})", f"{selector} {text!r}", timeout)
+        self.evaluate(f"({find}).click()")
+
+    def screenshot(self, path: Path) -> None:
+        import base64
+
+        path.write_bytes(base64.b64decode(self.send("Page.captureScreenshot", format="png")["data"]))
+        assert path.stat().st_size > 10_000, path
+
+    def close(self) -> None:
+        self.connection.close()
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.profile.cleanup()
+
+    def __enter__(self) -> Browser:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def base_of(url: str) -> str:
@@ -116,7 +185,9 @@ def compare_url(base: str, experiment_id: str, run_ids: list[str]) -> str:
 
 
 def main(out: str) -> None:
-    """Rebuild the three-battery store, register one scorecard, save the README's screenshots."""
+    """Rebuild the three-battery store, register one scorecard, and save the README's screenshots
+    along a new user's clicks: Home -> the experiment's runs table, its summary run, Compare, the
+    scorecard."""
     from mlflow import MlflowClient
 
     dest = Path(out).resolve()
@@ -126,17 +197,33 @@ def main(out: str) -> None:
         db = three_batteries(store)
         client = MlflowClient(f"sqlite:///{db}")
         exp = client.get_experiment_by_name("gestalt")
-        runs = client.search_runs([exp.experiment_id], order_by=["attributes.start_time"])
+        runs = client.search_runs([exp.experiment_id], "tags.`gestalt.model` != ''",
+                                  order_by=["attributes.start_time"])
+        (summary,) = client.search_runs([exp.experiment_id], "tags.`gestalt.summary` = 'true'")
         first = runs[0]
-        assert gestalt("register", first.info.run_id, cwd=store).returncode == 0
-        with ui(store) as url:
+        with ui(store) as url, Browser(width=1600, height=900) as page:
+            registered = gestalt("register", first.info.run_id, cwd=store)
+            assert registered.returncode == 0, registered.stderr
             base = base_of(url)
-            screenshot(url, dest / "runs-table.png")
-            screenshot(compare_url(base, exp.experiment_id, [r.info.run_id for r in runs]),
-                       dest / "compare.png", height=1400)
-            model = first.data.tags["gestalt.model"]
-            screenshot(f"{base}/#/models/gestalt-scorecard-{model}/versions/1", dest / "scorecard.png",
-                       height=1000)
+            page.goto(f"{base}/")
+            page.click("gestalt")
+            page.wait_for("document.body.innerText.includes('Silhouette.B')", "the runs table")
+            time.sleep(3)
+            page.screenshot(dest / "runs-table.png")
+            page.click(summary.info.run_name)
+            page.wait_for("Array.from(document.images).some(i => i.src.includes('matrix.png') && i.naturalWidth)",
+                          "the summary's matrix")
+            page.click("Show more", "button, span, a")
+            time.sleep(2)
+            page.screenshot(dest / "summary.png")
+            page.goto(compare_url(base, exp.experiment_id, [r.info.run_id for r in runs]))
+            page.wait_for("document.body.innerText.includes('Silhouette.B')", "Compare")
+            time.sleep(3)
+            page.screenshot(dest / "compare.png")
+            page.goto(registered.stdout.strip().splitlines()[-1])
+            page.wait_for("document.querySelectorAll('table td').length > 10", "the scorecard")
+            time.sleep(2)
+            page.screenshot(dest / "scorecard.png")
     print(f"screenshots in {dest}")
 
 

@@ -19,6 +19,11 @@ after the client's timeout), ``Malformed()`` (a 200 whose body is not JSON), ``B
 no candidates). A request may carry text alone (no image part): the LLM answer extractor. A wrong key gets a 401
 whose body echoes the key it was sent, as some vendors do
 partially, so redaction can be tested.
+
+The model endpoints that preflight asks (no generation, no scripted action used): OpenAI and
+compatible ``GET .../models/<model>`` and ``GET .../models``, Anthropic ``GET /v1/models/<model>``,
+Gemini ``GET /v1beta/models/<model>``; ``models`` names the models served (None: any name), an
+unknown one gets the vendor's 404. They are recorded in ``model_checks``, not ``requests``.
 """
 
 from __future__ import annotations
@@ -190,8 +195,10 @@ GOOGLE_PATH = re.compile(r"^/v1beta/models/(?P<model>[^/:]+):generateContent$")
 
 class FakeVendorServer:
     def __init__(self, key: str | None = None, answer: Callable[[str | None], str] = lambda p: "2",
-                 delay_s: float = 0.0):
+                 delay_s: float = 0.0, models: set[str] | None = None):
         self.key = key
+        self.models = models
+        self.model_checks: list[tuple[str, str]] = []  # (vendor, path) of each GET that passed its key check
         self.answer = answer
         self.delay_s = delay_s
         self.actions: deque = deque()
@@ -207,6 +214,9 @@ class FakeVendorServer:
 
             def do_POST(self):
                 server._handle(self)
+
+            def do_GET(self):
+                server._model_check(self)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -242,6 +252,33 @@ class FakeVendorServer:
         if m:
             return "google", m.group("model")
         return "unknown", None
+
+    def _model_check(self, h: BaseHTTPRequestHandler) -> None:
+        path = h.path.partition("?")[0]
+        m = re.match(r"^(?:/v1beta|/v1|(?P<base>.*?))/models(?:/(?P<model>[^/]+))?$", path)
+        if m is None:
+            return self._send(h, 404, {"error": f"no route {h.path}"})
+        vendor = ("google" if path.startswith("/v1beta/") else "azure" if "api-key" in h.headers else
+                  "anthropic" if "x-api-key" in h.headers else "openai")
+        ok, sent = self._auth_ok(vendor, h.headers)
+        if not ok:
+            return self._send(h, 401, {"error": {"message": f"Incorrect API key provided: {sent}"}})
+        with self._lock:
+            self.model_checks.append((vendor, path))
+        model = m.group("model")
+        if model is None:  # the list: what an OpenAI-compatible server serves
+            return self._send(h, 200, {"object": "list", "data": [
+                {"id": name, "object": "model"} for name in sorted(self.models or ())]})
+        model = urllib.parse.unquote(model)
+        if self.models is not None and model not in self.models:
+            body = ({"error": {"code": 404, "message": f"models/{model} is not found", "status": "NOT_FOUND"}}
+                    if vendor == "google" else
+                    {"type": "error", "error": {"type": "not_found_error", "message": f"model: {model}"}}
+                    if vendor == "anthropic" else
+                    {"error": {"message": f"The model '{model}' does not exist", "type": "invalid_request_error",
+                               "code": "model_not_found", "param": None}})
+            return self._send(h, 404, body)
+        return self._send(h, 200, {"id": model, "name": f"models/{model}", "type": "model", "object": "model"})
 
     def _auth_ok(self, vendor: str, headers) -> tuple[bool, str]:
         sent = {"openai": (headers.get("authorization") or "").removeprefix("Bearer "),

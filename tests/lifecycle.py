@@ -80,7 +80,13 @@ def runs(folder: Path, experiment: str = "life") -> list:
 
     client = MlflowClient(f"sqlite:///{folder}/mlflow.db")
     exp = client.get_experiment_by_name(experiment)
-    return [] if exp is None else client.search_runs([exp.experiment_id])
+    # the battery runs: `gestalt recipe` also keeps the experiment's summary run (gestalt.summary)
+    return [] if exp is None else client.search_runs([exp.experiment_id], "tags.`gestalt.model` != ''")
+
+
+def battery_runs(folder: Path, model: str = "fake-api", experiment: str = "life") -> list:
+    """The model's battery runs (the experiment also holds the recipe's summary run)."""
+    return [r for r in runs(folder, experiment) if r.info.run_name == model]
 
 
 def cli(path: Path, *args: str, key: str = KEY) -> tuple[int, str, str]:

@@ -4,6 +4,8 @@
   yields its tracking URI; artifacts are proxied into `workdir / "artifacts"`.
 - `postgres_server(workdir)` runs Debian's PostgreSQL binaries and yields a SQLAlchemy URI for
   `mlflow_server(..., backend_uri=...)`.
+- `TcpProxy(port)` forwards a free loopback port to a server's; `down()` makes the server look
+  gone (connections refused, open ones reset), `up()` brings it back on the same address.
 - `log_through_server(uri, argv, cwd=...)` runs any client command (a python script, or
   `gestalt recipe ...` to log a real battery) with only `MLFLOW_TRACKING_URI` pointing at the
   server, and returns the runs it created, read back through the REST API as `RunSnapshot`s.
@@ -20,12 +22,13 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +44,56 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+class TcpProxy:
+    """A TCP forwarder from a free loopback port (`port`) to 127.0.0.1:`target`: a server that
+    can be lost (`down()`: the port refuses, every open connection is reset) and come back on the
+    same address (`up()`), as a restarted database or tracking server does."""
+
+    def __init__(self, target: int):
+        self.target, self.port = target, free_port()
+        self._listener: socket.socket | None = None
+        self._open: list[socket.socket] = []
+        self.up()
+
+    def up(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", self.port))
+        threading.Thread(target=self._accept, args=(self._listener,), daemon=True).start()
+
+    def down(self) -> None:
+        assert self._listener is not None
+        with suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+        self._listener.close()
+        for conn in self._open:
+            with suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            conn.close()
+        self._open.clear()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(("127.0.0.1", self.target))
+            except OSError:
+                client.close()
+                continue
+            self._open += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        with suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        with suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
 
 
 def _group_members(pgid: int) -> list[int]:

@@ -45,7 +45,12 @@ def keys(monkeypatch):
         monkeypatch.setenv(name, KEY)
 
 
-def make(provider: str, server: FakeVendorServer, model: str = "test-model", **options) -> APIModel:
+# a model of each vendor whose capability row accepts temperature (named in the capability table)
+MODEL = {"openai": "gpt-4o", "anthropic": "claude-3-7-sonnet-20250219", "google": "gemini-2.0-flash"}
+
+
+def make(provider: str, server: FakeVendorServer, model: str | None = None, **options) -> APIModel:
+    model = model or MODEL.get(provider, "test-model")
     base = server.url + "/v1" if provider.startswith("openai") else server.url
     opts = {"base_url": base, "backoff_base_s": 0.001, "backoff_cap_s": 0.01, "timeout_s": 5.0,
             **options}
@@ -237,7 +242,7 @@ def test_check_errors(server, monkeypatch):
     monkeypatch.setenv("GOOGLE_API_KEY", KEY)  # the fallback name works
     assert make("google", server).generate(IMAGE, PROMPT, SETTINGS).text == "2"
     monkeypatch.delenv("GOOGLE_API_KEY")
-    with pytest.raises(ModelError, match="GEMINI_API_KEY or GOOGLE_API_KEY"):
+    with pytest.raises(ModelError, match="GOOGLE_API_KEY or GEMINI_API_KEY"):  # google-genai's order
         make("google", server)
 
 
@@ -269,7 +274,7 @@ def test_readout_records_api_errors_as_null(server):
     assert responses[1].usage["output_tokens"] == 2
 
 
-# -- issue 17: what each model accepts, cut-short answers, transport rules ----------------------
+# -- what each model accepts, cut-short answers, transport rules ---------------------------------
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_text_only_request_has_no_image_part(provider, server):
@@ -293,16 +298,16 @@ def sent(server) -> dict:
 
 
 def test_parameters_follow_the_capability_table(server):
-    # Opus 4.7 rejects temperature (defect 2): the readout's default temperature 0 is left out.
+    # Opus 4.7 rejects temperature: the readout's default temperature 0 is left out.
     gen = make("anthropic", server, model="claude-opus-4-7").generate(IMAGE, PROMPT, SETTINGS)
     assert gen.text == "2" and "temperature" not in sent(server)
     assert gen.settings_dropped == {"temperature": 0.0}
-    # Sonnet 4.5: not both (defect 3); the neutral top_p 1.0 goes, temperature stays.
+    # Sonnet 4.5: not both; the neutral top_p 1.0 goes, temperature stays.
     gen = make("anthropic", server, model="claude-sonnet-4-5").generate(
         IMAGE, PROMPT, {**SETTINGS, "temperature": 0.2, "top_p": 1.0})
     assert sent(server)["temperature"] == 0.2 and "top_p" not in sent(server)
     assert gen.settings_dropped == {"top_p": 1.0}
-    # o-series: no top_p, no temperature (defect 4) ...
+    # o-series: no top_p, no temperature ...
     gen = make("openai", server, model="o4-mini", max_tokens=4000).generate(
         IMAGE, PROMPT, {**SETTINGS, "top_p": 0.9})
     assert not {"temperature", "top_p"} & set(sent(server))
@@ -331,12 +336,12 @@ def test_seed_is_sent_where_accepted(server):
     ("openai", "o3", {"max_tokens": 4000}, {"temperature": 0.2, "exact": ["temperature"]}, "temperature"),
     ("anthropic", "claude-sonnet-4-5", {}, {"temperature": 0.2, "top_p": 0.6,
                                             "exact": ["temperature", "top_p"]}, "together"),
-    # thinking budgets (defect 5)
+    # thinking budgets
     ("anthropic", "claude-sonnet-4-5", {"thinking_budget": 500, "max_tokens": 4000}, {}, "thinking_budget 500"),
     ("anthropic", "claude-sonnet-4-5", {"thinking_budget": 2048}, {}, "max_tokens=40"),
     ("anthropic", "claude-opus-4-7", {"thinking_budget": 2048, "max_tokens": 4000}, {}, "adaptive"),
     ("google", "gemini-2.5-pro", {"thinking_budget": 0}, {}, "cannot be turned off"),
-    # thinking by default at the protocol's 40 tokens (defect 6)
+    # thinking by default at the protocol's 40 tokens
     ("google", "gemini-2.5-flash", {}, {}, "max_tokens=40"),
     ("openai", "gpt-5-nano", {}, {}, "max_tokens=40"),
     ("openai", "gpt-4o", {"reasoning_effort": "high"}, {}, "reasoning_effort"),
@@ -361,7 +366,7 @@ def test_unknown_model_gets_vendor_defaults_and_a_warning(server, caplog):
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic", "google"])
 def test_cut_short_answers_are_null_reasons(provider, server):
-    # A thinking model that spends its budget gives empty text with a length stop (defect 6).
+    # A thinking model that spends its budget gives empty text with a length stop.
     body = {"openai": {"choices": [{"index": 0, "finish_reason": "length",
                                     "message": {"role": "assistant", "content": ""}}]},
             "anthropic": {"content": [], "stop_reason": "max_tokens", "usage": {}},
@@ -372,7 +377,7 @@ def test_cut_short_answers_are_null_reasons(provider, server):
 
 
 def test_refusals_are_not_answers(server):
-    # main used OpenAI's refusal text as the answer (defect 7).
+    # OpenAI's refusal text is not the model's answer.
     server.script(Payload({"choices": [{"index": 0, "finish_reason": "stop", "message": {
         "role": "assistant", "content": None, "refusal": "I won't count 3 marks."}}]}))
     gen = make("openai", server).generate(IMAGE, PROMPT, SETTINGS)
@@ -488,3 +493,58 @@ def test_capability_table_covers_the_shipped_recipes():
         provider, _, model = name.partition("/")
         _, known = family_of(provider, model)
         assert known, f"{name} is not in harness/models/api_capabilities.py"
+
+
+# -- preflight: credentials and model names, one request per model, nothing generated ----------
+
+@pytest.mark.parametrize("provider", [*PROVIDERS, "azure"])
+def test_verify_asks_the_vendor_once_without_generating(provider, server, monkeypatch):
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", KEY)
+    options = {"api_version": "2024-10-21"} if provider == "azure" else {}
+    make(provider, server, **options).verify()
+    assert len(server.model_checks) == 1 and not server.requests
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_verify_refuses_a_bad_key_in_one_line(provider, server, monkeypatch):
+    monkeypatch.setenv(KEY_ENV[provider], "sk-wrong-key-0000000000000000")
+    with pytest.raises(ModelError) as e:
+        make(provider, server).verify()
+    text = str(e.value)
+    assert "\n" not in text and KEY_ENV[provider] in text and "refused" in text and "http_401" in text
+    assert "sk-wrong" not in text and not server.requests
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_verify_refuses_an_unknown_model(provider):
+    with FakeVendorServer(key=KEY, models={"served-1"}) as server:
+        make(provider, server, model="served-1").verify()
+        with pytest.raises(ModelError, match=r"does not know model 'no-such-model'"):
+            make(provider, server, model="no-such-model").verify()
+        assert not server.requests
+
+
+def test_verify_reports_an_unreachable_vendor(monkeypatch):
+    with FakeVendorServer(key=KEY) as server:
+        adapter = make("openai", server, max_retries=1)
+    with pytest.raises(ModelError, match=r"could not reach .*connection"):
+        adapter.verify()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_an_answer_echoing_the_key_is_stored_scrubbed(provider, server):
+    server.script(Reply(f"The header said Bearer {KEY}, so 2"))
+    gen = make(provider, server).generate(IMAGE, PROMPT, SETTINGS)
+    assert gen.error is None and "[redacted]" in gen.text and gen.text.endswith(", so 2")
+    assert not reveals_key(json.dumps(gen.extras), KEY) and not reveals_key(gen.text, KEY)
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "google", "openai-compatible"])
+def test_vendor_reasoning_is_kept_beside_the_answer_not_in_it(provider, server):
+    if provider == "openai-compatible":  # vLLM's and DeepSeek's reasoning field
+        server.script(Payload({"choices": [{"index": 0, "finish_reason": "stop", "message": {
+            "role": "assistant", "content": "2", "reasoning_content": f"1? 3? key {KEY}"}}]}))
+    gen = make(provider, server).generate(IMAGE, PROMPT, SETTINGS)
+    assert gen.text == "2"
+    assert gen.extras["reasoning"] and not reveals_key(gen.extras["reasoning"], KEY)
+    assert any(c in gen.extras["reasoning"] for c in "13")

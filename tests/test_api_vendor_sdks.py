@@ -119,7 +119,7 @@ def gemini_sdk(model: str, config: gt.GenerateContentConfig, parts: list[gt.Part
 # -- requests ----------------------------------------------------------------------------------
 
 def test_openai_request_matches_the_sdk():
-    # CHART-6's API slot: GPT-4V's Table 2 decoding, per-repetition seed (defect 8).
+    # CHART-6's API slot: GPT-4V's Table 2 decoding, per-repetition seed.
     settings = {"max_new_tokens": 270, "temperature": 0.2, "top_p": 1.0, "seed": 5,
                 "exact": ["temperature", "top_p"]}
     _, ours = gestalt("openai", "gpt-4o-2024-08-06", settings=settings)
@@ -127,11 +127,11 @@ def test_openai_request_matches_the_sdk():
                         temperature=0.2, top_p=1.0, seed=5)
     assert (ours.url.path, body(ours)) == (theirs.url.path, body(theirs))
     assert ours.headers["authorization"] == theirs.headers["authorization"]
-    assert ours.headers["user-agent"].startswith("gestalt-harness/")  # not urllib's (defect 9)
+    assert ours.headers["user-agent"].startswith("gestalt-harness/")  # not urllib's
 
 
 def test_openai_reasoning_request_matches_the_sdk():
-    # o3 refuses temperature and top_p (defect 4): gestalt's default temperature 0 is left out.
+    # o3 refuses temperature and top_p: gestalt's default temperature 0 is left out.
     gen, ours = gestalt("openai", "o3", settings={"max_new_tokens": 40, "temperature": 0.0, "top_p": 0.9,
                                                   "seed": 1}, max_tokens=4000, reasoning_effort="low")
     theirs = openai_sdk(model="o3", messages=OPENAI_MESSAGES, max_completion_tokens=4000,
@@ -141,7 +141,7 @@ def test_openai_reasoning_request_matches_the_sdk():
 
 
 def test_text_only_request_matches_the_sdk():
-    # The CHART-6 LLM extractor sends no image (defect 1).
+    # The CHART-6 LLM extractor sends no image.
     _, ours = gestalt("openai", "gpt-4-0613", image=None,
                         settings={"max_new_tokens": 2000, "temperature": 1.0, "top_p": 1.0})
     theirs = openai_sdk(model="gpt-4-0613", max_completion_tokens=2000, temperature=1.0, top_p=1.0,
@@ -183,7 +183,7 @@ def test_anthropic_request_matches_the_sdk():
 
 
 def test_anthropic_opus_4_7_gets_no_temperature():
-    # Opus 4.7 rejects temperature (defect 2) and the 'enabled' thinking form (defect 5).
+    # Opus 4.7 rejects temperature and the 'enabled' thinking form.
     gen, ours = gestalt("anthropic", "claude-opus-4-7", adaptive_thinking=True,
                         settings={"max_new_tokens": 2048, "temperature": 0.0, "seed": 4})
     theirs = anthropic_sdk(model="claude-opus-4-7", max_tokens=2048, messages=ANTHROPIC_MESSAGES,
@@ -193,7 +193,7 @@ def test_anthropic_opus_4_7_gets_no_temperature():
 
 
 def test_anthropic_thinking_request_matches_the_sdk():
-    # Sonnet 4.5: temperature or top_p, not both (defect 3); none while thinking.
+    # Sonnet 4.5: temperature or top_p, not both; none while thinking.
     gen, ours = gestalt("anthropic", "claude-sonnet-4-5", thinking_budget=2048, max_tokens=4096,
                         settings={"max_new_tokens": 40, "temperature": 0.0, "top_p": 1.0})
     theirs = anthropic_sdk(model="claude-sonnet-4-5", max_tokens=4096, messages=ANTHROPIC_MESSAGES,
@@ -249,7 +249,7 @@ def gemini_reply(finish: str | None, text: str | None, thoughts: int = 0) -> dic
 CASES = [
     # (provider, model, reply, status, text)
     ("openai", "gpt-4o", openai_reply("stop", "3"), "ok", "3"),
-    ("openai", "o3", openai_reply("length", "", reasoning=40), "null:truncated", ""),  # defect 6
+    ("openai", "o3", openai_reply("length", "", reasoning=40), "null:truncated", ""),  # budget spent reasoning
     ("openai", "gpt-4o", openai_reply("stop", None, refusal="I can't help with that."), "null:refusal", ""),
     ("openai", "gpt-4o", openai_reply("content_filter", ""), "null:safety", ""),
     ("anthropic", "claude-opus-4-6", anthropic_reply("end_turn", "3"), "ok", "3"),
@@ -275,11 +275,13 @@ def test_documented_responses_become_answers_or_null_reasons(provider, model, re
 
 def test_usage_separates_thinking_tokens_for_every_vendor():
     gen, _ = gestalt("openai", "o3", reply=openai_reply("stop", "3", reasoning=30), max_tokens=4000)
-    assert gen.usage == {"input_tokens": 90, "output_tokens": 10, "thinking_tokens": 30, "total_tokens": 130}
+    assert gen.usage == {"input_tokens": 90, "output_tokens": 10, "thinking_tokens": 30, "total_tokens": 130,
+                         "cached_tokens": 0}
     gen, _ = gestalt("google", "gemini-2.0-flash", reply=gemini_reply("STOP", "3", thoughts=25))
-    assert gen.usage == {"input_tokens": 90, "output_tokens": 3, "thinking_tokens": 25, "total_tokens": 118}
+    assert gen.usage == {"input_tokens": 90, "output_tokens": 3, "thinking_tokens": 25, "total_tokens": 118,
+                         "cached_tokens": 0}
     gen, _ = gestalt("anthropic", "claude-opus-4-6", reply=anthropic_reply("end_turn", "3"))
-    assert gen.usage == {"input_tokens": 90, "output_tokens": 12, "thinking_tokens": 0}
+    assert gen.usage == {"input_tokens": 90, "output_tokens": 12, "thinking_tokens": 0, "cached_tokens": 0}
 
 
 def test_retry_after_is_read_as_the_openai_sdk_reads_it():
@@ -297,3 +299,195 @@ def test_retry_after_is_read_as_the_openai_sdk_reads_it():
         assert (ours is None) == (theirs is None), headers
         if ours is not None:
             assert ours == pytest.approx(theirs, abs=2.0), headers
+
+
+# -- errors, classified by the vendors' fields ------------------------------------------------
+
+def anthropic_error(kind: str, code: str | None = None, message: str = "Request refused.") -> dict:
+    """An Anthropic error body as the SDK's types define it (``ErrorResponse``; ``error.details.
+    error_code`` as the SDK's ``extract_error_code`` reads it)."""
+    from anthropic.types.shared import ErrorResponse
+
+    error: dict[str, Any] = {"type": kind, "message": message}
+    if code is not None:
+        error["details"] = {"error_code": code}
+    return ErrorResponse.model_validate({"type": "error", "error": error}).model_dump(exclude_none=True)
+
+
+def openai_error(code: str | None, kind: str, message: str) -> dict:
+    from openai.types.shared import ErrorObject
+
+    return {"error": ErrorObject(code=code, type=kind, message=message).model_dump()}
+
+
+def gemini_error(quota_id: str) -> dict:
+    return {"error": {"code": 429, "message": "Resource has been exhausted.", "status": "RESOURCE_EXHAUSTED",
+                      "details": [{"@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                                   "violations": [{"quotaMetric": "generativelanguage.googleapis.com/"
+                                                                  "generate_content_requests",
+                                                   "quotaId": quota_id}]}]}}
+
+
+def failing(provider: str, model: str, status: int, error: dict) -> tuple[str, int]:
+    """(gestalt's error code, requests sent) for a vendor that answers every request with this error."""
+    env = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "google": "GEMINI_API_KEY"}[provider]
+    sent = []
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        sent.append(request)
+        return httpx2.Response(status, json=error)
+
+    adapter = APIModel(ModelSpec(id="m", source="api", name=f"{provider}/{model}", options={
+        "base_url": BASE + "/v1" if provider == "openai" else BASE, "max_retries": 2,
+        "backoff_base_s": 0.0, "backoff_cap_s": 0.0}))
+    adapter._http = httpx2.Client(transport=httpx2.MockTransport(handle))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(env, KEY)
+        gen = adapter.generate(IMAGE, PROMPT, {"max_new_tokens": 40})
+    return gen.error.split(":", 1)[0], len(sent)
+
+
+SPEND_CAP = anthropic_error("rate_limit_error", "enforced_spend_limit_reached",
+                            "Your organization has reached its usage threshold.")
+
+
+def test_the_sdk_reads_the_spend_cap_body_as_its_spend_cap_error():
+    from anthropic._error_classes import make_status_error
+    from anthropic.types.shared import EnforcedSpendLimitReachedError
+
+    err = make_status_error("x", body=SPEND_CAP, response=httpx2.Response(
+        429, request=httpx2.Request("POST", BASE + "/v1/messages")))
+    assert isinstance(err, EnforcedSpendLimitReachedError)
+
+
+@pytest.mark.parametrize("provider,model,status,error,code,sent", [
+    # spend caps and spent credit: waiting does not cure them, whatever the message says
+    ("anthropic", "claude-opus-4-6", 429, SPEND_CAP, "quota", 1),
+    ("anthropic", "claude-opus-4-6", 429, anthropic_error("rate_limit_error", "contract_spend_limit_reached"),
+     "quota", 1),
+    ("anthropic", "claude-opus-4-6", 400, anthropic_error("billing_error", None, "Too low."), "quota", 1),
+    ("openai", "gpt-4o", 429, openai_error("insufficient_quota", "insufficient_quota", "Please retry."),
+     "quota", 1),
+    ("google", "gemini-2.0-flash", 429, gemini_error("GenerateRequestsPerDayPerProjectPerModel-FreeTier"),
+     "quota", 1),
+    # rate limits: retried, even where the message mentions billing or a spend limit
+    ("openai", "gpt-4o", 429, openai_error("rate_limit_exceeded", "requests",
+                                           "Rate limit reached. See https://platform.openai.com/account/"
+                                           "billing for your spend limit and credit balance."), "http_429", 3),
+    ("anthropic", "claude-opus-4-6", 429, anthropic_error("rate_limit_error", "ramp_limit_exceeded",
+                                                          "Ramp limit; see billing."), "http_429", 3),
+    ("google", "gemini-2.0-flash", 429, gemini_error("GenerateRequestsPerMinutePerProjectPerModel"),
+     "http_429", 3),
+])
+def test_errors_are_classified_by_the_vendors_fields(provider, model, status, error, code, sent):
+    assert failing(provider, model, status, error) == (code, sent)
+
+
+# -- transport level with the pinned SDKs -------------------------------------------------------
+
+def gestalt_default_request(provider: str, model: str, env: dict[str, str], **options) -> httpx2.Request:
+    """gestalt's request with no options.base_url, under these environment variables."""
+    adapter = APIModel(ModelSpec(id="m", source="api", name=f"{provider}/{model}",
+                                 options={"max_retries": 0, **options}))
+    cap = Capture()
+    adapter._http = cap.client()
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "OPENAI_ORG_ID",
+                     "OPENAI_PROJECT_ID", "GOOGLE_API_KEY", "GEMINI_API_KEY"):
+            mp.delenv(name, raising=False)
+        for name, value in env.items():
+            mp.setenv(name, value)
+        adapter.generate(IMAGE, PROMPT, {"max_new_tokens": 40, "temperature": 0.0})
+    (req,) = cap.requests
+    return req
+
+
+def sdk_default_request(make: Callable[[httpx2.Client], Any], env: dict[str, str]) -> httpx2.Request:
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "OPENAI_ORG_ID",
+                     "OPENAI_PROJECT_ID", "GOOGLE_API_KEY", "GEMINI_API_KEY"):
+            mp.delenv(name, raising=False)
+        for name, value in env.items():
+            mp.setenv(name, value)
+        return sdk_request(make)
+
+
+def test_anthropic_version_header_is_the_pinned_sdks():
+    theirs = anthropic_sdk(model="claude-opus-4-6", max_tokens=40, messages=ANTHROPIC_MESSAGES)
+    _, ours = gestalt("anthropic", "claude-opus-4-6")
+    assert ours.headers["anthropic-version"] == theirs.headers["anthropic-version"]
+
+
+def test_base_url_organisation_and_project_variables_are_honoured_as_the_sdks_do():
+    env = {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": "http://proxy.test/openai/v1", "OPENAI_ORG_ID": "org-7",
+           "OPENAI_PROJECT_ID": "proj_9"}
+    theirs = sdk_default_request(lambda http: openai.OpenAI(http_client=http, max_retries=0).chat.completions.create(
+        model="gpt-4o", messages=OPENAI_MESSAGES, max_completion_tokens=40, temperature=0.0), env)
+    ours = gestalt_default_request("openai", "gpt-4o", env)
+    assert ours.url == theirs.url
+    for header in ("openai-organization", "openai-project"):
+        assert ours.headers[header] == theirs.headers[header]
+
+    env = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": "http://proxy.test/anthropic"}
+    theirs = sdk_default_request(lambda http: anthropic.Anthropic(http_client=http, max_retries=0).messages.create(
+        model="claude-opus-4-6", max_tokens=40, messages=ANTHROPIC_MESSAGES), env)
+    assert gestalt_default_request("anthropic", "claude-opus-4-6", env).url == theirs.url
+
+
+def test_gemini_key_precedence_is_the_sdks():
+    from google.genai._api_client import get_env_api_key
+
+    env = {"GOOGLE_API_KEY": "google-key-0123456789", "GEMINI_API_KEY": "gemini-key-0123456789"}
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in env.items():
+            mp.setenv(name, value)
+        theirs = get_env_api_key()
+    ours = gestalt_default_request("google", "gemini-2.0-flash", env, base_url=BASE)
+    assert ours.headers["x-goog-api-key"] == theirs == "google-key-0123456789"
+
+
+def test_connect_timeout_is_the_sdks():
+    from anthropic._constants import DEFAULT_TIMEOUT as ANTHROPIC_TIMEOUT
+    from openai._constants import DEFAULT_TIMEOUT as OPENAI_TIMEOUT
+
+    adapter = APIModel(ModelSpec(id="m", source="api", name="openai/gpt-4o", options={}))
+    timeout = adapter._client().timeout
+    assert timeout.connect == OPENAI_TIMEOUT.connect == ANTHROPIC_TIMEOUT.connect
+    assert timeout.read == OPENAI_TIMEOUT.read  # a reasoning call may think for minutes
+
+
+@pytest.mark.parametrize("model", ["claude-opus-4-6", "claude-opus-4-20250514"])
+@pytest.mark.parametrize("max_tokens", [8_192, 8_193, 21_333, 21_334, 64_000])
+def test_non_streaming_requests_the_sdk_refuses_are_refused_at_preflight(model, max_tokens):
+    from anthropic._constants import MODEL_NONSTREAMING_TOKENS
+
+    from harness.models.base import ModelError
+
+    sdk = anthropic.Anthropic(api_key=KEY, base_url=BASE)
+    try:
+        sdk._calculate_nonstreaming_timeout(max_tokens, MODEL_NONSTREAMING_TOKENS.get(model))
+        sdk_refuses = False
+    except ValueError:
+        sdk_refuses = True
+    adapter = APIModel(ModelSpec(id="m", source="api", name=f"anthropic/{model}",
+                                 options={"base_url": BASE, "max_tokens": max_tokens}))
+    try:
+        adapter.plan({"max_new_tokens": 40})
+        refused = False
+    except ModelError as e:
+        refused = "stream" in str(e)
+    assert refused == sdk_refuses
+
+
+def test_gemini_bad_key_400_is_an_auth_failure_not_a_rejected_request():
+    from google.genai import errors as genai_errors
+
+    from harness.readouts.parse import failed_call
+
+    body = {"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.",
+                      "status": "INVALID_ARGUMENT",
+                      "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID",
+                                   "domain": "googleapis.com"}]}}
+    assert genai_errors.APIError(400, body).status == "INVALID_ARGUMENT"  # the body as the SDK reads it
+    code, sent = failing("google", "gemini-2.0-flash", 400, body)
+    assert (code, sent) == ("auth", 1) and failed_call(f"null:api_error:{code}")

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from harness.reports.bars_figures import bars_battery_figures, gradcam_examples
-from harness.reports.figures import battery_figures, close
+from harness.reports.battery import battery_figures
+from harness.reports.figures import close
 from harness.scores import mlae as M
 from harness.stimuli.bars.render import target_masks
 from harness.stimuli.bars.tasks import build_grape, build_haehn

@@ -243,7 +243,7 @@ def test_item_scoring_rules(sources, holf):
 
 
 def test_preflight_refuses_an_api_model_that_would_drop_the_papers_decoding(vlat, monkeypatch):
-    # o3 takes neither temperature nor top_p (issue 17, defect 4): GPT-4V's Table 2 temperature 0.2
+    # o3 takes neither temperature nor top_p (its vendor refuses them): GPT-4V's Table 2 temperature 0.2
     # cannot be honoured, so the run is refused before it starts, naming model and parameter.
     from harness.models.base import ModelError, ModelSpec
     from harness.models.registry import build_adapter

@@ -1,6 +1,6 @@
 """recipes/chart6.yaml with the paper's LLM answer extractor and its API model, end to end against
-the fake vendor server: the extractor's text-only calls work (main crashed on them, issue 17
-defect 1), both models get the parameters their capability rows allow, and every trial is recorded."""
+the fake vendor server: the extractor's text-only calls (no image) work, both models get the
+parameters their capability rows allow, and every trial is recorded."""
 
 from __future__ import annotations
 
@@ -50,6 +50,7 @@ def test_chart6_recipe_with_llm_extractor_and_api_model(tmp_path, monkeypatch):
     assert len(records) == 2 * 13 and {r["rep"] for r in records} == {0, 1}
     assert all(r["parse_status"] == "ok" for r in records), {r["parse_status"] for r in records}
     assert all(r["extras"]["extracted"] for r in records)
+    assert all(r["extras"]["extractor_usage"]["input_tokens"] > 0 for r in records)  # its calls are paid too
     assert "accuracy_all" in {s.name for s in result.scores["literacy.chart.ggr"]}
 
     answering = [r for r in requests if r.body["model"] == "gpt-4o-2024-08-06"]

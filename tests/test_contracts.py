@@ -1,5 +1,5 @@
-"""Typed contracts at the stage boundaries (issue 11) and bad recipe input stopping before any
-run exists (issue 12, section 5): one line naming file:line and key, exit status 2."""
+"""Typed contracts at the stage boundaries and bad recipe input stopping before any run exists:
+one line naming file:line and key, exit status 2."""
 
 import dataclasses
 import json
@@ -203,7 +203,8 @@ def test_a_task_where_every_answer_is_null_scores_as_nothing_answered(sources, t
         for low in [k for k in s.extra if k.endswith("_full_low")]:
             assert (s.extra[low], s.extra[low.replace("_low", "_high")]) == (0.0, 1.0), (s.name, low)
     # the run's figures of the task are drawn, and so are the report's from the logged scores
-    from harness.reports.figures import battery_figures, close
+    from harness.reports.battery import battery_figures
+    from harness.reports.figures import close
     from harness.scores.record import Score
 
     with warnings.catch_warnings():
@@ -218,7 +219,8 @@ def test_the_figures_of_a_task_never_answered_place_no_model(sources, task_id):
     """Every model score of these tasks is undefined when no answer is readable: the per-run
     figures still draw the human references, and neither a point nor a legend entry for the model
     (an entry with nothing beside it reads as a point hidden somewhere)."""
-    from harness.reports.figures import battery_figures, close
+    from harness.reports.battery import battery_figures
+    from harness.reports.figures import close
     from harness.scores.tasks import Bootstrap, get_family
     from harness.stimuli.registry import get_task
 
@@ -277,12 +279,12 @@ def test_figures_are_chosen_by_family_not_by_prefix(monkeypatch):
     from dataclasses import replace
 
     import harness.reports.chart6_figures as c6
-    import harness.reports.figures as figures
+    import harness.reports.battery as battery
     from harness.stimuli.registry import TASKS
 
     monkeypatch.setattr(c6, "chart6_battery_figures", lambda *a: {"chart6": a[0]})
     monkeypatch.setitem(TASKS, "reading.nat.menus", replace(TASKS["literacy.chart.vlat"], task_id="reading.nat.menus"))
-    assert figures.battery_figures("reading.nat.menus", [], [], None, "m") == {"chart6": "reading.nat.menus"}
+    assert battery.battery_figures("reading.nat.menus", [], [], None, "m") == {"chart6": "reading.nat.menus"}
 
 
 # -- 4. task ids ----------------------------------------------------------------------------------
@@ -303,7 +305,7 @@ def test_record_schema_reads_the_registry_pattern():
     assert schema()["properties"]["task_id"]["pattern"] == TASK_ID_PATTERN
 
 
-# -- issue 12 section 5: the loader never gives a traceback ---------------------------------------
+# -- the loader never gives a traceback --------------------------------------------------------------
 
 @pytest.mark.parametrize("content, what", [
     (b"name: t\n\xff\xfe models: []\n", "not UTF-8"),

@@ -16,9 +16,6 @@ from tests.conftest import REPO
 
 FULL = REPO / "recipes" / "full.yaml"
 FAMILIES = {"supervised", "self-supervised", "contrastive-vl", "open-vlm", "api"}
-UNPINNED_COMMENT = "# revision: not found offline; pin before building the image"
-# Hub models whose commit could not be found offline; each carries UNPINNED_COMMENT in the YAML.
-UNPINNED = {"beit-b"}
 ENCODER_SOURCES = {"timm", "hf", "open_clip"}
 
 
@@ -26,29 +23,10 @@ def is_hub(entry) -> bool:
     return entry.source in ("hf", "hf-vlm") or (entry.source == "timm" and entry.weights == "hub")
 
 
-def model_blocks(text: str) -> dict[str, str]:
-    """Model id -> the YAML lines of its entry (from its ``- id:`` line to the next one)."""
-    starts = [(m.start(), m.group(1)) for m in re.finditer(r"^  - id: (\S+)", text, re.M)]
-    end_of_models = re.search(r"^\S", text[starts[-1][0]:], re.M)
-    stop = starts[-1][0] + end_of_models.start() if end_of_models else len(text)
-    bounds = [s for s, _ in starts[1:]] + [stop]
-    return {mid: text[s:e] for (s, mid), e in zip(starts, bounds)}
-
-
-def pinning_problems(recipe, text: str, allowed: set[str]) -> list[str]:
-    blocks = model_blocks(text)
-    problems = []
-    for m in recipe.models:
-        commented = UNPINNED_COMMENT in blocks[m.id]
-        if not is_hub(m):
-            continue
-        if m.revision is None and not (m.id in allowed and commented):
-            problems.append(f"{m.id}: hub model without revision, allow-list entry and comment")
-        if m.revision is not None and (m.id in allowed or commented):
-            problems.append(f"{m.id}: pinned but still marked unpinned")
-    unknown = allowed - {m.id for m in recipe.models if is_hub(m)}
-    problems += [f"{mid}: allow-listed but not a hub model of the recipe" for mid in sorted(unknown)]
-    return problems
+def pinning_problems(recipe) -> list[str]:
+    """Hub models without an exact commit: their weights could change under the same name."""
+    return [f"{m.id}: hub model without revision" for m in recipe.models
+            if is_hub(m) and m.revision is None]
 
 
 @pytest.fixture(scope="module")
@@ -77,19 +55,16 @@ def test_family_matches_source(recipe):
             assert m.source in ENCODER_SOURCES, m.id
 
 
-def test_every_hub_model_is_pinned_or_explicitly_allow_listed(recipe):
-    assert pinning_problems(recipe, FULL.read_text(), UNPINNED) == []
+def test_every_hub_model_is_pinned(recipe):
+    assert pinning_problems(recipe) == []
 
 
-def test_an_unpinned_model_without_the_comment_is_caught(recipe, tmp_path):
+def test_an_unpinned_model_is_caught(tmp_path):
     text = FULL.read_text().replace(
         "tasks:\n", "  - id: extra\n    source: hf\n    name: org/extra\n    family: supervised\ntasks:\n", 1)
     path = tmp_path / "full.yaml"
     path.write_text(text)
-    problems = pinning_problems(load_recipe(path), text, UNPINNED)
-    assert problems == ["extra: hub model without revision, allow-list entry and comment"]
-    # and an allow-list entry alone is not enough without the comment in the YAML
-    assert pinning_problems(load_recipe(path), text, UNPINNED | {"extra"}) == problems
+    assert pinning_problems(load_recipe(path)) == ["extra: hub model without revision"]
 
 
 def test_no_two_models_share_a_commit(recipe):

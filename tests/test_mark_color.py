@@ -165,4 +165,4 @@ def test_bad_raw_file_is_named(tmp_path):
             return raw
 
     with pytest.raises(DataError, match="color-td.txt: line 1 has 3 values"):
-        mark_color.read_votes(OneFile())
+        mark_color.read_answers(OneFile())

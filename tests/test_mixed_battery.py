@@ -76,7 +76,10 @@ def test_mixed_recipe_one_run_per_model_same_metrics_no_key(mixed, tmp_path, cap
     runs = {r.info.run_name: r for r in mlflow.search_runs(experiment_names=["mixed"], output_format="list")}
     assert set(runs) == {"tiny-vit", "tiny-llava", "fake-api"}
     assert {r.info.status for r in runs.values()} == {"FINISHED"}
-    keys = {name: {k for k in r.data.metrics if not k.endswith("model_calls")} for name, r in runs.items()}
+    usage = {"tokens_in", "tokens_out", "cost_usd"}  # an API battery's own: what its calls used
+    assert {"tokens_in", "tokens_out"} <= set(runs["fake-api"].data.metrics)
+    keys = {name: {k for k in r.data.metrics if not k.endswith("model_calls") and k not in usage}
+            for name, r in runs.items()}
     assert keys["tiny-vit"] == keys["tiny-llava"] == keys["fake-api"]
     for task in TASKS:
         assert any(k.startswith(task + "/") for k in keys["fake-api"])
@@ -97,13 +100,13 @@ def test_mixed_recipe_one_run_per_model_same_metrics_no_key(mixed, tmp_path, cap
     n_test = {"closure.nat.silhouette": 80, "similarity.chart.mark_color": 120,
               "similarity.chart.series_count": 200, "similarity.nat.things": 12}[null_task]
     assert api_metrics[f"{null_task}/null_rate"] == pytest.approx(1 / n_test, rel=1e-3)
-    # B with the (1-v)B .. (1-v)B+v bracket of the null fraction v (logged rounded to B's interval)
-    b_key = "B" if null_task != "similarity.chart.series_count" else "accuracy"
+    # B with the (1-v)B .. (1-v)B+v bracket of the null fraction v (in intervals.json)
     v = api_metrics[f"{null_task}/null_rate"]
-    if b_key == "B":
-        b = api_metrics[f"{null_task}/B"]
-        assert api_metrics[f"{null_task}/B_full_low"] == pytest.approx((1 - v) * b, abs=0.01)
-        assert api_metrics[f"{null_task}/B_full_high"] == pytest.approx((1 - v) * b + v, abs=0.01)
+    if null_task != "similarity.chart.series_count":
+        logged = mlflow.artifacts.load_dict(f"{runs['fake-api'].info.artifact_uri}/intervals.json")
+        b = next(s for s in logged[null_task]["scores"] if s["name"] == "B")
+        assert b["extra"]["B_full_low"] == pytest.approx((1 - v) * b["value"], abs=0.01)
+        assert b["extra"]["B_full_high"] == pytest.approx((1 - v) * b["value"] + v, abs=0.01)
 
     # tiny VLM records carry prompt and the exact model version
     vlm = [json.loads(x) for x in (tmp_path / "out/tiny-llava/records/similarity.chart.mark_color.jsonl")

@@ -8,33 +8,96 @@ import json
 import pytest
 
 
-def test_headline_names_are_short_and_distinct_when_truncated():
-    from harness.tracking.mlflow_run import HEADLINE_METRICS, headline_name
+def test_each_family_names_its_headline_short_and_distinct_and_sorted_first():
+    """The runs table's column per task comes from the task's scoring family (no table keyed by
+    task ids): short, distinct within the dozen characters a header shows, capitalised so that
+    MLflow's Compare (sorted by code point) lists the headlines before every ``<task>/...``."""
+    from harness.scores.tasks import FAMILIES, family_of
+    from harness.stimuli.registry import TASKS
 
-    names = list(HEADLINE_METRICS.values())
-    assert len({n[:12] for n in names}) == len(names) and max(map(len, names)) <= 15
-    assert headline_name("closure.nat.silhouette", "kappa") == "sil.kappa"
-    assert headline_name("similarity.chart.series_count", "capacity") == "count.capacity"
-    assert headline_name("ratio.chart.grape_type1:step_c", "mlae") == "grape1.mlae:step_c"
-    assert headline_name("closure.nat.silhouette", "kappa_pairwise") is None
+    names = {}
+    for task_id, spec in TASKS.items():
+        family = FAMILIES[spec.scoring]
+        score = (family.primary or [p for p in family.headline if "*" not in p])[0]
+        names[task_id] = family.short_name(task_id, score)
+    assert len({n[:12] for n in names.values()}) == len(names)
+    assert all(n[0].isupper() for n in names.values())
+    assert sorted([*names.values(), *(f"{t}/n" for t in TASKS)])[:len(names)] == sorted(names.values())
+    assert names["closure.nat.silhouette"] == "Silhouette.B"
+    assert names["similarity.chart.series_count"] == "Series_count.acc"
+    assert family_of("ratio.chart.grape_type1").short_name("ratio.chart.grape_type1:step_c", "mlae") == \
+        "Grape_type1.mlae:step_c"
+
+
+def test_a_run_logs_the_headline_with_its_interval_and_few_other_metrics(tmp_path):
+    """At most 40 metrics per run (191 before): per task the headline (the matrix's number) with
+    its interval, floor and ceiling, n, null rate, the calls made and the family's few secondary
+    scores; every other score stays in intervals.json."""
+    from mlflow import MlflowClient
+
+    from tests.test_reports import MARK, SERIES, SIL, log_battery_run
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    run_id, scores = log_battery_run(uri, "few", "m", "supervised", 0.5, tmp_path=tmp_path)
+    metrics = MlflowClient(uri).get_run(run_id).data.metrics
+    assert len(metrics) <= 40, sorted(metrics)
+    b = next(s for s in scores[SIL] if s.name == "B")
+    assert metrics["Silhouette.B"] == round(b.value, 2)
+    assert metrics["Silhouette.B_ci_low"] == round(b.ci_low, 2)
+    assert metrics["Silhouette.B_ci_high"] == round(b.ci_high, 2)
+    assert metrics["Silhouette.B_floor"] == round(b.floor, 4) and metrics["Silhouette.B_ceiling"] == 0.71
+    assert {"Mark_color.B", "Series_count.acc", f"{SIL}/n", f"{SIL}/null_rate", f"{SIL}/kappa",
+            f"{SERIES}/capacity", f"{MARK}/model_calls"} <= set(metrics)
+    assert not any("a_k" in k or k.startswith(f"{SIL}/B") for k in metrics)  # in intervals.json only
 
 
 def test_values_are_rounded_to_their_interval():
     from harness.scores.record import Score
+    from harness.scores.tasks import family_of
     from harness.tracking.mlflow_run import score_metrics
 
-    s = Score(name="kappa", value=0.24240012, ci_low=0.1401, ci_high=0.3512, n=80, nulls=0, method="m",
+    sil = family_of("closure.nat.silhouette")
+    s = Score(name="B", value=0.24240012, ci_low=0.1401, ci_high=0.3512, n=80, nulls=0, method="m",
               version="1", ceiling=0.49250001, floor=0.0)
-    m = score_metrics("closure.nat.silhouette", [s])
+    m = score_metrics("closure.nat.silhouette", [s], sil)
     # half-width 0.11 (two significant digits) -> 2 decimals, for the value and its bounds alike;
     # the human ceiling is not this estimate: four significant digits
-    assert m["sil.kappa"] == m["closure.nat.silhouette/kappa"] == 0.24
-    assert m["closure.nat.silhouette/kappa_ci_low"] == 0.14 and m["closure.nat.silhouette/kappa_ceiling"] == 0.4925
+    assert m["Silhouette.B"] == 0.24 and m["Silhouette.B_ci_low"] == 0.14
+    assert m["Silhouette.B_ceiling"] == 0.4925
     tight = Score(name="B", value=0.61234567, ci_low=0.6101, ci_high=0.6145, n=9000, nulls=0, method="m",
                   version="1")
-    assert score_metrics("similarity.chart.mark_color", [tight])["color.B"] == 0.6123
+    assert score_metrics("similarity.chart.mark_color", [tight], family_of("similarity.chart.mark_color"))[
+        "Mark_color.B"] == 0.6123
     bare = Score(name="mae", value=5.0749999, ci_low=None, ci_high=None, n=40, nulls=0, method="m", version="1")
-    assert score_metrics("similarity.chart.series_count", [bare])["similarity.chart.series_count/mae"] == 5.075
+    assert score_metrics("similarity.chart.series_count", [bare], family_of("similarity.chart.series_count"))[
+        "similarity.chart.series_count/mae"] == 5.075
+
+
+def test_the_scorecard_reads_as_a_table():
+    """MLflow renders the description's table without cell padding: each cell is padded with en
+    spaces; pipes and HTML-like text are escaped; each score has the same decimals in every row."""
+    from harness.tracking.scorecards import scorecard_markdown
+    from tests.test_reports import MARK, SERIES, SIL, THINGS, battery_scores
+
+    scores = battery_scores(0.5)
+    intervals = {t: {"scores": [s.to_dict() for s in sc]} for t, sc in scores.items()}
+    intervals[THINGS] = {"unavailable": "images for <concept uniqueID> | not in the mirror"}
+    md = scorecard_markdown("m|x", "r1", intervals)
+    lines = md.splitlines()
+    table = [ln for ln in lines if ln.startswith("|")]
+    assert all(ln.endswith("|") for ln in table)
+    assert table[1].replace(" ", "").strip("|").split("|")[2] == "---:"  # the separator row
+    cells = [[c.strip() for c in ln.strip("|").split(" | ")] for ln in table]
+    assert len({len(c) for c in cells}) == 1  # escaped pipes split no row
+    assert "&lt;concept uniqueID&gt; \\| not in the mirror" in md and "**m\\|x**" in md
+    body = {(c[0].replace("&ensp;", ""), c[1].replace("&ensp;", "").strip("*")): c for c in cells[2:]}
+    assert all(c.startswith("&ensp;") and c.endswith("&ensp;") for c in cells[2][:8])
+    assert set(body) >= {(SIL, "B"), (SIL, "kappa"), (SIL, "accuracy"), (MARK, "B"), (SERIES, "accuracy"),
+                         (SERIES, "capacity"), (THINGS, "unavailable")}
+    assert [k for k in body if k[0] == SIL][0] == (SIL, "B")  # the headline first, in bold
+    value = {k: c[2].replace("&ensp;", "") for k, c in body.items()}
+    assert value[(SIL, "B")] == "0.500" and value[(SIL, "kappa")] == "0.275"
+    assert len(value[(SERIES, "capacity")].split(".")[1]) == 1  # a capacity in series: one decimal
 
 
 def test_battery_run_sets_kind_view_key_order_and_table(tmp_path):
@@ -54,8 +117,10 @@ def test_battery_run_sets_kind_view_key_order_and_table(tmp_path):
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name("present")
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
-    view = json.loads(exp.tags[SHARED_VIEW_TAG])
-    assert view["selectedColumns"] == ["metrics.`sil.B`", "metrics.`sil.kappa`"]
+    view = json.loads(exp.tags[SHARED_VIEW_TAG])  # a saved view: listed under "Views" on the runs page
+    assert view["name"] and view["createdAt"] <= view["updatedAt"]
+    assert json.loads(view["state"])["selectedColumns"] == [
+        "metrics.`Silhouette.B`", "metrics.`Silhouette.B_ci_low`", "metrics.`Silhouette.B_ci_high`"]
 
     local = client.download_artifacts(run.run_id, "records/closure.nat.silhouette.jsonl", str(tmp_path / "a"))
     first = json.loads(open(local).readline())
@@ -97,8 +162,9 @@ def test_the_runs_table_view_is_read_once_per_battery(tmp_path, monkeypatch):
             if fail:
                 raise RuntimeError("crash")
         assert len(reads) == 1
-    view = json.loads(MlflowClient(uri).get_experiment_by_name("view").tags[SHARED_VIEW_TAG])
-    assert view["selectedColumns"] == ["metrics.`color.B`", "metrics.`sil.B`", "metrics.`sil.kappa`"]
+    view = json.loads(json.loads(MlflowClient(uri).get_experiment_by_name("view").tags[SHARED_VIEW_TAG])["state"])
+    assert view["selectedColumns"] == [f"metrics.`{n}{b}`" for n in ("Silhouette.B", "Mark_color.B")
+                                       for b in ("", "_ci_low", "_ci_high")]
 
 
 def test_a_battery_reaches_the_store_in_ten_round_trips_and_tags_its_end_in_one(tmp_path, monkeypatch):
@@ -157,3 +223,49 @@ def test_ui_refuses_a_missing_store_in_one_line(tmp_path):
     res = gestalt("ui", "--uri", f"sqlite:///{tmp_path}/none.db")
     assert res.returncode == 2 and "no MLflow store here" in res.stderr and len(res.stderr.splitlines()) == 1
     assert not (tmp_path / "none.db").exists()
+
+
+def test_register_and_the_report_link_to_the_ui_where_it_serves_the_store(tmp_path):
+    """`gestalt register` prints the version's page; it and the report's run links point at the
+    address `gestalt ui` serves the store on (written beside it while it runs), else its default."""
+    from harness.reports.report import BatteryRunData, mlflow_run_url
+    from tests.test_cli import gestalt
+    from tests.test_reports import log_battery_run
+
+    db = tmp_path / "mlflow.db"
+    run_id, _ = log_battery_run(f"sqlite:///{db}", "gestalt", "m-1", "supervised", 0.5, tmp_path=tmp_path)
+    res = gestalt("register", run_id, "--uri", f"sqlite:///{db}")
+    assert res.returncode == 0, res.stderr
+    assert "http://127.0.0.1:5000/#/models/gestalt-scorecard-m-1/versions/1" in res.stdout
+    (tmp_path / "mlflow.db.ui").write_text("http://127.0.0.1:5123\n")  # as `gestalt ui --port 5123` leaves it
+    res = gestalt("register", run_id, "--uri", f"sqlite:///{db}", "--alias", "again")
+    assert "http://127.0.0.1:5123/#/models/gestalt-scorecard-m-1/versions/1" in res.stdout, res.stdout
+    run = BatteryRunData(run_id=run_id, model="m-1", family="", recipe="", params={}, tags={}, metrics={},
+                         scores={}, unavailable={}, experiment_id="1")
+    assert mlflow_run_url(f"sqlite:///{db}", run) == f"http://127.0.0.1:5123/#/experiments/1/runs/{run_id}"
+    assert mlflow_run_url("https://user:pw@mlflow.example.org/", run).startswith("https://mlflow.example.org/#/")
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_ui_is_quiet_unless_verbose_and_its_page_opens_on_runs(tmp_path, verbose):
+    """`gestalt ui` prints one line (where the runs table is), not a line per request nor library
+    warnings, unless --verbose; its page stores the model-training view for a browser that has no
+    choice yet (MLflow 3.17 reads it there, not from the experiment's tags)."""
+    import urllib.request
+
+    from tests.browser import base_of, ui
+    from tests.test_reports import log_battery_run
+
+    log_battery_run(f"sqlite:///{tmp_path}/mlflow.db", "gestalt", "m", "supervised", 0.5, tmp_path=tmp_path)
+    with ui(tmp_path, *(["--verbose"] if verbose else [])) as url:
+        page = urllib.request.urlopen(f"{base_of(url)}/", timeout=60).read().decode()
+        for _ in range(3):
+            urllib.request.urlopen(f"{base_of(url)}/ajax-api/2.0/mlflow/experiments/search?max_results=5",
+                                   timeout=60).read()
+    assert '"mlflow.workflowType_v1": "\\"machine_learning\\""' in page
+    assert page.index("localStorage") < page.index("static-files/static/js/main")  # before MLflow reads it
+    log = (tmp_path / "ui.log").read_text().splitlines()
+    if verbose:
+        assert any("GET /ajax-api/2.0/mlflow/experiments/search" in line for line in log), log
+    else:
+        assert len(log) == 1 and log[0].startswith("MLflow UI for "), log

@@ -1,5 +1,8 @@
 """Odd-one-out scorer: B against each reference, nulls, floors and ceilings on the real human data."""
 
+import csv
+from collections import Counter, defaultdict
+
 import numpy as np
 import pytest
 
@@ -7,6 +10,19 @@ from harness.scores.odd_one_out import (loo_majority_agreement, majority_agreeme
                                         score_odd_one_out)
 from harness.scores.tasks import get_scorer
 from harness.stimuli import mark_color
+from tests.conftest import MIRROR
+
+RESPONSES = MIRROR / "perceptual-kernels" / "derived" / "color_td_responses_long.csv"
+
+
+def mark_color_answers():
+    """stimulus id ('mark_013') -> {subject: the palette colour picked as the odd one out}, read
+    straight from the release's long table of the 20 subjects x 120 triplets."""
+    answers: dict[str, dict[int, int]] = defaultdict(dict)
+    with open(RESPONSES, newline="") as f:
+        for row in csv.DictReader(f):
+            answers[f"mark_{row['i']}{row['j']}{row['k']}"][int(row["subject_row"])] = int(row["odd_choice"])
+    return dict(answers)
 
 
 @pytest.fixture(scope="module")
@@ -122,3 +138,29 @@ def test_bad_records_are_named(stimset):
                                            "parse_status": "ok", "option_order": None}]
     with pytest.raises(ValueError, match="unknown stimulus 'mark_999'"):
         score_odd_one_out(recs, stimset)
+
+
+def test_individual_agreement_ceiling_is_over_the_answered_triplets(stimset):
+    """A model that picks the majority on the most unanimous triplets and answers nothing else
+    must not beat its ceiling: the ceiling is the majority share over the same answered triplets."""
+    answers = mark_color_answers()
+    share, majority_colour = {}, {}
+    for sid, by_subject in answers.items():
+        (colour, top), = Counter(by_subject.values()).most_common(1)
+        share[sid], majority_colour[sid] = top / len(by_subject), colour
+    answered = set(sorted(share, key=lambda sid: -share[sid])[:63])
+    recs = []
+    for st in stimset.test:
+        sid = st.stimulus_id
+        ok = sid in answered
+        recs.append({"stimulus_id": sid, "parse_status": "ok" if ok else "null:no_number",
+                     "response": st.meta["colors"].index(majority_colour[sid]) + 1 if ok else None,
+                     "option_order": list(st.option_order)})
+    s = by_name(score_odd_one_out(recs, stimset))["individual_agreement"]
+    ceiling = float(np.mean([share[sid] for sid in answered]))
+    assert s.n == 63 and s.nulls == 57
+    assert s.value == pytest.approx(ceiling, abs=1e-12)  # the majority everywhere it answered
+    assert s.ceiling == pytest.approx(ceiling, abs=1e-12) and s.value <= s.ceiling + 1e-12
+    v = 57 / 120
+    assert s.extra["individual_agreement_full_low"] == pytest.approx((1 - v) * s.value)
+    assert s.extra["individual_agreement_full_high"] == pytest.approx((1 - v) * s.value + v)

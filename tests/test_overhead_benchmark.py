@@ -144,3 +144,24 @@ def test_spare_cpus_second_process_saves_a_pickled_figure_as_a_run_saves_it(tmp_
         process.kill()
         plt.close(fig)
     assert (tmp_path / "there.png").read_bytes() == (tmp_path / "here.png").read_bytes()
+
+
+def test_results_are_appended_as_csv_rows_with_date_and_machine(tmp_path):
+    import csv
+
+    from benchmarks.overhead import RESULT_COLUMNS, machine, write_results
+
+    row = {"bare_s": 3.671, "gestalt_s": 4.384, "fastest": 1.1942, "median": 1.114, "paired": 1.192,
+           "model": 1.123, "beside": 1.07, "intervals": {"paired": (1.012, 1.296), "model": (0.93, 1.228),
+                                                          "beside": (1.055, 1.093)}, "coverage": 0.984}
+    path = tmp_path / "results" / "overhead.csv"
+    write_results(path, {"silhouette": row}, reps=7, calibrate=False, date="2026-12-03T08:30Z", where="a box")
+    write_results(path, {"silhouette": row, "mark_color": row}, reps=7, calibrate=True)
+    rows = list(csv.DictReader(path.open()))
+    assert list(rows[0]) == list(RESULT_COLUMNS) and len(rows) == 3  # one header, three rows
+    assert rows[0] == {"date": "2026-12-03T08:30Z", "machine": "a box", "reps": "7", "calibrate": "False",
+                       "row": "silhouette", "bare_s": "3.67", "gestalt_s": "4.38", "fastest": "1.194",
+                       "median": "1.114", "paired": "1.192", "model": "1.123", "beside": "1.070",
+                       "paired_low": "1.012", "paired_high": "1.296", "model_low": "0.930",
+                       "model_high": "1.228", "beside_low": "1.055", "beside_high": "1.093"}
+    assert rows[1]["machine"] == machine() and "cores" in machine() and rows[2]["calibrate"] == "True"

@@ -1,4 +1,4 @@
-"""Issue 15 section 2: stimulus preparation overlaps the model, and what does not depend on the
+"""Stimulus preparation overlaps the model, and what does not depend on the
 model is computed once per process; neither changes a single response or score."""
 
 from __future__ import annotations

@@ -167,7 +167,7 @@ def test_a_model_without_capability_is_refused_at_preflight(tmp_path):
     assert out.stderr.strip().count("\n") == 0 and "'blank'" in out.stderr and "no capability" in out.stderr
 
 
-# -- trust_remote_code (issue 12, section 6) --------------------------------------------------------
+# -- trust_remote_code -----------------------------------------------------------------------------
 
 def test_trust_remote_code_is_refused_unless_the_entry_allows_it(tmp_path):
     kwargs = {"model_kwargs": {"trust_remote_code": True}}

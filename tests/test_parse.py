@@ -118,7 +118,7 @@ def test_longer_label_wins_at_the_same_position():
 def test_api_error_status():
     assert api_error_status("http_500: scripted 500 (after 7 attempts)") == "null:api_error:http_500"
     assert api_error_status("timeout: no response within 5 s") == "null:api_error:timeout"
-    # answers the vendor cut short are the model's own nulls (issue 17)
+    # answers the vendor cut short are the model's own nulls
     assert api_error_status("truncated: finish_reason length") == "null:truncated"
     assert api_error_status("refusal: I can't help") == "null:refusal"
     assert api_error_status("safety: finishReason SAFETY") == "null:safety"
@@ -211,7 +211,7 @@ def test_majority_is_a_most_frequent_value(values):
         assert aggregate_reps([p.value], "choice").value == p.value  # one rep: identity
 
 
-# -- issue 12 section 1: odd answers never raise; parsing is linear ------------------------------
+# -- odd answers never raise; parsing is linear ---------------------------------------------------
 
 @pytest.mark.parametrize("text,value", [("ſix", 6), ("fıve", 5), ("FİVE", 5), ("thirty-ſix", 36),
                                         ("ſeven and ſix", 7), ("A HUNDRED", 100)])

@@ -189,7 +189,51 @@ def test_every_shipped_recipe_loads_and_plans(path):
     recipe = load_recipe(path)
     planned = plan(recipe)
     assert [p.model.id for p in planned] == [m.id for m in recipe.models]
-    for p in planned:
-        assert [task.task_id for task, _ in p.tasks] == expand(recipe.tasks)
+    for p, entry in zip(planned, recipe.models):
+        own = None if entry.tasks is None else expand(entry.tasks)  # a model's share of the tasks
+        assert [task.task_id for task, _ in p.tasks] == [t for t in expand(recipe.tasks) if own is None or t in own]
         for _, readout in p.tasks:
             get_readout(readout)  # raises for an unknown readout
+
+
+def test_a_model_answers_only_its_own_tasks_and_they_must_be_the_recipes(tmp_path):
+    from harness.run import plan
+
+    text = ("name: t\nmodels:\n  - {id: a, source: timm, name: resnet18}\n"
+            "  - {id: b, source: timm, name: resnet18, tasks: [similarity.chart.mark_color]}\n"
+            "tasks: [gestalt]\n")
+    planned = plan(load_recipe(write(tmp_path, "own.yaml", text)))
+    assert [len(p.tasks) for p in planned] == [4, 1] and planned[1].tasks[0][0].task_id == "similarity.chart.mark_color"
+    bad = text.replace("tasks: [similarity.chart.mark_color]", "tasks: [closure.nat.edges]")
+    with pytest.raises(RecipeError,
+                       match=r"own\.yaml:4: models\.1\.tasks\.0: closure\.nat\.edges is not a task of this recipe"):
+        load_recipe(write(tmp_path, "own.yaml", bad))
+
+
+@pytest.mark.parametrize("key, value", [("name", "r" * 300), ("name", "r" * 1_000_000), ("id", "m" * 300)])
+def test_a_name_longer_than_a_folder_name_is_refused_with_its_line(tmp_path, key, value):
+    """Recipe names and model ids name output folders: over 100 characters is refused at load
+    (a file system takes 255 bytes a name), not by the run's first mkdir."""
+    text = BASE.replace("name: base", f"name: {value}") if key == "name" else BASE.replace("id: m1", f"id: {value}")
+    line = 1 if key == "name" else 3
+    with pytest.raises(RecipeError, match=rf"r\.yaml:{line}: (models\.0\.)?{key}: .*at most 100 characters"):
+        load_recipe(write(tmp_path, "r.yaml", text))
+
+
+@pytest.mark.parametrize("task, option", [("similarity.chart.series_count", "n_train"),
+                                          ("similarity.chart.series_count", "n_test"),
+                                          ("ratio.chart.grape_type1", "n_train"),
+                                          ("ratio.chart.haehn_type1", "n_test")])
+def test_a_stimulus_count_no_run_could_finish_is_refused_with_its_line(tmp_path, task, option):
+    text = BASE.replace("closure.nat.silhouette", task) + f"task_options:\n  {task}:\n    {option}: 1000000000\n"
+    with pytest.raises(RecipeError, match=rf"r\.yaml:12: task_options\.{task}\.{option}: .*less than or equal"):
+        load_recipe(write(tmp_path, "r.yaml", text))
+
+
+@pytest.mark.parametrize("setting, value", [("seed", "true"), ("runtime.processes", "true"),
+                                            ("bootstrap.n_boot", "true"), ("seed", "'٤٠'"),
+                                            ("models.0.batch_size", "٤٠"), ("runtime.processes", "'2'")])
+def test_integers_are_integers_not_booleans_text_or_other_digits(tmp_path, setting, value):
+    """YAML's ``true`` is not 1 and ``٤٠`` (Arabic-Indic digits) is not 40: refused, naming the key."""
+    with pytest.raises(RecipeError, match=rf"^command line: {setting.replace('.', '[.]')}: "):
+        load_recipe(write(tmp_path, "r.yaml", BASE), {setting: value})

@@ -3,7 +3,7 @@ metrics linked to it, promoted to the Model Registry with an alias and version t
 
 import pytest
 
-from tests.test_reports import SERIES, SHA, SIL, THINGS, log_battery_run
+from tests.test_reports import MARK, SERIES, SHA, SIL, THINGS, log_battery_run
 
 
 @pytest.fixture()
@@ -28,11 +28,12 @@ def test_scorecard_logged_model_metrics_version_alias_and_tags(uri, tmp_path):
     lm = client.get_logged_model(card.model_id)
     assert lm.tags["mlflow.model.isExternal"] == "true" and lm.tags["gestalt.model"] == "resnet-a"
     linked = {m.key: m for m in lm.metrics}
-    # every scored task's metrics, nothing else (the short headline copies belong to the run)
-    assert set(linked) == {k for k in run.data.metrics if "/" in k} and "sil.kappa" in run.data.metrics
+    # every scored task's metrics, its headline and interval among them
+    assert set(linked) == set(run.data.metrics) and "Silhouette.B_ci_low" in linked
     for key, m in linked.items():
         assert m.value == pytest.approx(run.data.metrics[key]) and m.run_id == run_id
-        task = key.split("/")[0]
+        task = key.split("/")[0] if "/" in key else {"Silhouette": SIL, "Mark_color": MARK,
+                                                     "Series_count": SERIES}[key.split(".")[0]]
         assert m.dataset_name == task and m.dataset_digest == SHA[task][:36]
     # the run's own history gains no duplicate points; it now lists the model and stimulus sets
     assert {k: len(client.get_metric_history(run_id, k)) for k in run.data.metrics} == before
@@ -45,18 +46,17 @@ def test_scorecard_logged_model_metrics_version_alias_and_tags(uri, tmp_path):
     assert mv.tags["gestalt.run_id"] == run_id and mv.tags["gestalt.model"] == "resnet-a"
     # the scores are a Markdown table in the description, not dozens of truncated tags
     assert not any("/" in k for k in mv.tags)
-    rows = {tuple(c.strip() for c in line.strip("|").split("|")[:2]): [c.strip() for c in line.strip("|").split("|")]
-            for line in mv.description.splitlines() if line.startswith(f"| {SIL}") or line.startswith(f"| {SERIES}")
-            or line.startswith(f"| {THINGS}")}
+    cells = [[c.replace("&ensp;", "").strip(" *") for c in line.strip("|").split(" | ")]
+             for line in mv.description.splitlines() if line.startswith("| ")]
+    rows = {(c[0], c[1]): c for c in cells}
     for s in scores[SIL]:
-        if not s.name.startswith("human_"):
-            name = {"kappa": "sil.kappa", "B": "sil.B"}.get(s.name, s.name)
-            value, interval = rows[(SIL, name)][2:4]
-            assert float(value) == pytest.approx(s.value, abs=0.01) and len(value.split(".")[1]) <= 3
-            assert float(interval.strip("[]").split(",")[0]) == pytest.approx(s.ci_low, abs=0.01)
-    assert rows[(SIL, "sil.kappa")][7] == "4"  # nulls
-    assert (SERIES, "a_k01") not in rows and (SERIES, "count.capacity") in rows
-    assert rows[(THINGS, "unavailable")][3].startswith("THINGS object images")
+        if s.name in ("B", "kappa", "accuracy"):  # the headline, then the family's secondary scores
+            value, interval = rows[(SIL, s.name)][2:4]
+            assert float(value) == pytest.approx(s.value, abs=0.001) and len(value.split(".")[1]) == 3
+            assert float(interval.strip("[]").split(",")[0]) == pytest.approx(s.ci_low, abs=0.001)
+    assert rows[(SIL, "kappa")][7] == "4"  # nulls
+    assert (SERIES, "a_k01") not in rows and (SERIES, "capacity") in rows
+    assert rows[(THINGS, "unavailable")][8].startswith("THINGS object images")
 
     # the MLflow 3.17.2 dataset-search workaround: name and digest together find the model
     exp_id = run.info.experiment_id

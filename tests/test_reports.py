@@ -250,7 +250,8 @@ def test_report_on_chosen_runs_and_bad_requests(store, tmp_path):
 
 
 def test_per_run_figures_for_series_count_and_odd_one_out():
-    from harness.reports.figures import battery_figures, close
+    from harness.reports.battery import battery_figures
+    from harness.reports.figures import close
 
     scores = battery_scores(0.5)
     no_observers = SimpleNamespace(human={}, task_id=SERIES)
@@ -290,6 +291,29 @@ def test_index_lists_every_task_humans_captions_and_run_links(store, report):
     for name in ("matrix.png", "a_k.png", "accuracy_vs_kappa.png"):
         dpi = Image.open(report.out / name).info["dpi"]
         assert min(dpi) >= 149.5, (name, dpi)
+
+
+def test_the_report_leads_with_the_matrix_and_keeps_one_summary_run_in_mlflow(store, report, tmp_path):
+    """The report's first figure is the matrix; the experiment has one summary run (made by the
+    first report, updated by the next) holding the matrix and the dissociation figure, which its
+    page shows, and each model's run has its own colour."""
+    from mlflow import MlflowClient
+
+    from harness.reports.report import build_report
+
+    index = (report.out / "index.html").read_text()
+    assert re.search(r"<figure>.*?</figure>", index, re.S).group(0).count("<b>matrix.png</b>") == 1
+    build_report(store.uri, "rep", tmp_path / "again")
+    client = MlflowClient(store.uri)
+    exp = client.get_experiment_by_name("rep")
+    (summary,) = client.search_runs([exp.experiment_id], "tags.`gestalt.summary` = 'true'")
+    assert summary.info.status == "FINISHED" and f"/runs/{summary.info.run_id}" in index
+    assert {a.path for a in client.list_artifacts(summary.info.run_id)} >= {
+        "matrix.png", "dissociation.png", "rank_groups.json", "runs.json"}
+    note = summary.data.tags["mlflow.note.content"]
+    assert f"get-artifact?path=matrix.png&run_uuid={summary.info.run_id}" in note and "overlapping" in note
+    colors = {m: client.get_run(store.runs[m][0]).data.tags["mlflow.runColor"] for m, _, _ in MODELS}
+    assert len(set(colors.values())) == len(MODELS)
 
 
 def test_null_bracket_column_only_when_some_trial_was_null(store, report, tmp_path):
@@ -432,3 +456,32 @@ def test_mlae_vs_humans_figure_is_laid_out_by_hand_with_every_label_on_the_page(
     assert fig.get_layout_engine() is None
     _assert_laid_out(fig, plt)
     plt.close(fig)
+
+
+@pytest.mark.parametrize("n_models", [2, 12])
+def test_matrix_figure_keeps_every_label_on_the_page(n_models):
+    """The matrix's texts (cells, task headers, family names and the colour bar's label, which
+    ran off a short figure's top and bottom) all lie inside the saved page, few models or many."""
+    from harness.reports import figures as F
+
+    scores = battery_scores(0.5)
+    models = [(f"model-{i}", "supervised" if i % 2 else "self-supervised") for i in range(n_models)]
+    cells = {(m, t): F.score_named(scores[t], name) for m, _ in models
+             for t, name in ((SIL, "B"), (MARK, "B"), (SERIES, "accuracy"))}
+    fig = F.agreement_matrix_figure(models, [(SIL, "B"), (MARK, "B"), (SERIES, "accuracy")], cells,
+                                    groups={(m, SIL): "ab"[i % 2] for i, (m, _) in enumerate(models)})
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ticks = set()
+    for ax in fig.axes:  # matplotlib keeps labels of ticks beyond an axis's limits, undrawn
+        for axis, labels, limits in ((0, ax.get_xticklabels(), ax.get_xlim()),
+                                     (1, ax.get_yticklabels(), ax.get_ylim())):
+            lo, hi = sorted(limits)
+            shown = (ax.xaxis, ax.yaxis)[axis].get_visible()  # the family names' twin hides its x axis
+            ticks |= {t for t in labels if not shown or not lo - 1e-9 <= t.get_position()[axis] <= hi + 1e-9}
+    texts = [t for t in fig.findobj(F.plt.Text) if t.get_visible() and t.get_text() and t not in ticks]
+    assert any("floor" in t.get_text() and "bound" in t.get_text() for t in texts)  # the colour bar's label
+    for t in texts:
+        assert _inside(t.get_window_extent(renderer), fig.bbox), t.get_text()
+    assert any(t.get_text().endswith(" a") or " a\n" in t.get_text() for t in fig.axes[0].texts)
+    F.plt.close(fig)

@@ -33,7 +33,7 @@ def interior_colours(image):
 
 
 def test_splits_and_k_design(stimset):
-    """Issue 10 s3: at least 10 test trials per k, over a grid below, inside and above 6-12."""
+    """At least 10 test trials per k, over a grid below, inside and above 6-12."""
     test, train = stimset.test, stimset.train
     assert len(test) == 200 and len(train) == 200
     ks = [s.ground_truth for s in test]

@@ -1,4 +1,4 @@
-"""One odd answer or one failing model call is one null trial, never an aborted battery (issue 12 s1)."""
+"""One odd answer or one failing model call is one null trial, never an aborted battery."""
 
 from __future__ import annotations
 

@@ -5,18 +5,22 @@ Why gestalt builds the requests itself rather than calling the vendors' SDKs: do
 Providers and wire formats:
 
 - ``openai``: Chat Completions, ``POST {base_url}/chat/completions`` (default base
-  ``https://api.openai.com/v1``), ``Authorization: Bearer``; key ``OPENAI_API_KEY``.
+  ``https://api.openai.com/v1``, else ``$OPENAI_BASE_URL``), ``Authorization: Bearer``; key
+  ``OPENAI_API_KEY``; ``OpenAI-Organization`` / ``OpenAI-Project`` from ``OPENAI_ORG_ID`` /
+  ``OPENAI_PROJECT_ID`` where set (as the openai SDK reads them).
 - ``azure``: Azure OpenAI, ``azure/<deployment>``: ``POST {base_url}/openai/deployments/<deployment>/
   chat/completions?api-version=<options.api_version>`` with an ``api-key`` header; key
   ``AZURE_OPENAI_API_KEY``; ``options.served_model`` names the OpenAI model the deployment serves (its
   capability row), else the deployment name is used.
 - ``openai-compatible``: the same format at ``options.base_url`` (vLLM, Ollama, LM Studio); a key
   only if ``options.api_key_env`` names one.
-- ``anthropic``: Messages, ``POST {base_url}/v1/messages`` (default ``https://api.anthropic.com``),
-  ``x-api-key`` + ``anthropic-version``; key ``ANTHROPIC_API_KEY``.
+- ``anthropic``: Messages, ``POST {base_url}/v1/messages`` (default ``https://api.anthropic.com``,
+  else ``$ANTHROPIC_BASE_URL``), ``x-api-key`` + the pinned SDK's ``anthropic-version``; key
+  ``ANTHROPIC_API_KEY``. An output budget Anthropic only takes streamed is refused at preflight.
 - ``google``: Gemini ``POST {base_url}/v1beta/models/{model}:generateContent`` (default
-  ``https://generativelanguage.googleapis.com``), ``x-goog-api-key`` (a header, so the key never
-  sits in a URL); key ``GEMINI_API_KEY``, else ``GOOGLE_API_KEY``.
+  ``https://generativelanguage.googleapis.com``, else ``$GOOGLE_GEMINI_BASE_URL``),
+  ``x-goog-api-key`` (a header, so the key never sits in a URL); key ``GOOGLE_API_KEY``, else
+  ``GEMINI_API_KEY`` (google-genai's order).
 
 Every request is one user turn holding the image (base64 PNG, the exact bytes of
 :func:`harness.stimuli.base.png_bytes`) *before* the prompt text; ``image=None`` sends the text alone
@@ -40,20 +44,23 @@ Gemini safety/recitation stop or blocked prompt ``safety`` (recorded as ``null:t
 Failures never leave the battery: 408, 409, 429, 5xx (incl. Anthropic's 529), timeouts, dropped
 connections and malformed bodies are retried with capped exponential backoff and jitter; the wait
 honours ``retry-after-ms``, ``Retry-After`` (seconds or an HTTP date; never negative) up to the cap,
-and ``x-should-retry`` overrides the status rule, as the vendors' SDKs do. A quota or spend-cap 429
-(``insufficient_quota``, a per-day quota) is not retried. Other 4xx and any unexpected error fail
-at once. A terminal failure returns ``Generation(text=None, error="<code>: <detail>")``, e.g.
-``http_500: ...``, ``timeout: ...``, ``quota: ...``; the readouts record it as
-``null:api_error:<code>``. Timeout 600 s per attempt (the SDKs' default; reasoning calls are slow).
+and ``x-should-retry`` overrides the status rule, as the vendors' SDKs do. An error whose vendor
+fields name a used-up quota or spend cap (:func:`is_quota`; never the message text) is not retried.
+Other 4xx and any unexpected error fail at once. A terminal failure returns
+``Generation(text=None, error="<code>: <detail>")``, e.g. ``http_500: ...``, ``timeout: ...``,
+``quota: ...``; the readouts record it as ``null:api_error:<code>``. Timeout 600 s per attempt
+(the SDKs' default; reasoning calls are slow), connect timeout 5 s (the SDKs').
+:meth:`APIModel.verify` asks the vendor about the key and the model without generating (preflight).
 
 Secrets: keys are read from the environment at request time (surrounding whitespace stripped) and
-never stored on the adapter; every error text is scrubbed of the key in any representation
-(:func:`scrub_secret`) before it is stored or logged.
+never stored on the adapter; every stored text (errors, answers, reasoning) is scrubbed of the key
+in any representation (:func:`scrub_secret`) before it is stored or logged.
 
 ``latency_s`` is the wall time of the attempt that succeeded; ``usage`` is normalised across vendors
-to ``input_tokens``, ``output_tokens`` (the answer, thinking excluded), ``thinking_tokens`` (where
-the vendor reports it: OpenAI, Gemini) and ``total_tokens``. ``generate_many`` runs requests on a
-thread pool of ``options.concurrency``.
+to ``input_tokens`` (cached included), ``cached_tokens``, ``output_tokens`` (the answer, thinking
+excluded), ``thinking_tokens`` (where the vendor reports it: OpenAI, Gemini) and ``total_tokens``.
+The vendors' reasoning fields are kept in ``Generation.extras['reasoning']``, never in the answer.
+``generate_many`` runs requests on a thread pool of ``options.concurrency``.
 """
 
 from __future__ import annotations
@@ -76,7 +83,7 @@ from typing import Any
 import httpx2
 from PIL import Image
 
-from .. import __version__
+from ..version import __version__
 from ..stimuli.base import png_bytes
 from .api_capabilities import MIN_OUTPUT_WHEN_THINKING, Family, family_of
 from .base import Generation, ModelAdapter, ModelError, ModelSpec
@@ -90,8 +97,9 @@ PROVIDERS: dict[str, dict[str, Any]] = {
     "azure": {"base_url": None, "keys": ("AZURE_OPENAI_API_KEY",)},
     "openai-compatible": {"base_url": None, "keys": ()},
     "anthropic": {"base_url": "https://api.anthropic.com", "keys": ("ANTHROPIC_API_KEY",)},
+    # google-genai's get_env_api_key: GOOGLE_API_KEY first
     "google": {"base_url": "https://generativelanguage.googleapis.com",
-               "keys": ("GEMINI_API_KEY", "GOOGLE_API_KEY")},
+               "keys": ("GOOGLE_API_KEY", "GEMINI_API_KEY")},
 }
 OPENAI_FORMAT = ("openai", "azure", "openai-compatible")
 # Options that change an answer (fingerprint) and runtime knobs that do not.
@@ -101,11 +109,63 @@ ANSWER_OPTIONS = {"base_url", "max_tokens", "supports_temperature", "thinking_bu
 RUNTIME_OPTIONS = {"api_key_env", "timeout_s", "max_retries", "backoff_base_s", "backoff_cap_s",
                    "concurrency", "generation"}
 DEFAULTS = {"timeout_s": 600.0, "max_retries": 6, "backoff_base_s": 1.0, "backoff_cap_s": 60.0,
-            "concurrency": 4, "anthropic_version": "2023-06-01"}
+            "concurrency": 4, "anthropic_version": "2026-10-21"}  # anthropic 2.14's ANTHROPIC_API_VERSION
+CONNECT_TIMEOUT_S = 5.0  # the SDKs' (openai and anthropic DEFAULT_TIMEOUT): a dead host fails fast
+# Where the SDKs read a base URL when the client is given none (options.base_url comes first).
+BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL", "google": "GOOGLE_GEMINI_BASE_URL"}
+# OpenAI's organisation and project headers, from the variables the openai SDK reads.
+OPENAI_ACCOUNT_HEADERS = {"OPENAI_ORG_ID": "openai-organization", "OPENAI_PROJECT_ID": "openai-project"}
+# Anthropic refuses a non-streaming request that may run over 10 minutes: expected time is an hour
+# per 128k output tokens (anthropic's _calculate_nonstreaming_timeout); some models have a lower cap
+# (anthropic._constants.MODEL_NONSTREAMING_TOKENS).
+ANTHROPIC_NONSTREAMING_TOKENS = 128_000 * 600 // 3600
+ANTHROPIC_NONSTREAMING_BY_MODEL = {"claude-opus-4-20250514": 8_192, "claude-opus-4-0": 8_192,
+                                   "claude-4-opus-20250514": 8_192}
+
+
+def anthropic_nonstreaming_limit(model: str) -> int:
+    """The most output tokens Anthropic accepts in a non-streaming request for ``model``."""
+    return ANTHROPIC_NONSTREAMING_BY_MODEL.get(model, ANTHROPIC_NONSTREAMING_TOKENS)
 RETRY_STATUS = {408, 409, 429}  # and every 5xx
 DETAIL_CHARS = 300
-# A 429 that waiting does not cure: OpenAI's spent credit, a per-day quota.
-QUOTA_MARKERS = ("insufficient_quota", "billing", "PerDay", "spend limit", "credit balance")
+# Errors that waiting does not cure, named by the vendors' fields (never their message text, whose
+# wording changes): OpenAI's spent credit (error.code), Anthropic's billing error (error.type) and
+# spend caps (error.details.error_code, anthropic.types.shared.*SpendLimitReachedError), a Gemini
+# RESOURCE_EXHAUSTED whose QuotaFailure names a per-day quota.
+OPENAI_QUOTA_CODES = {"insufficient_quota"}
+ANTHROPIC_QUOTA_TYPES = {"billing_error"}
+ANTHROPIC_QUOTA_CODES = {"enforced_spend_limit_reached", "contract_spend_limit_reached",
+                         "linked_organization_spend_limit_reached"}
+GOOGLE_QUOTA_FAILURE = "type.googleapis.com/google.rpc.QuotaFailure"
+# Gemini answers a bad key with 400 INVALID_ARGUMENT, its ErrorInfo naming the reason.
+GOOGLE_ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+GOOGLE_KEY_REASONS = {"API_KEY_INVALID", "API_KEY_EXPIRED"}
+
+
+def is_bad_key(body: Any) -> bool:
+    """Whether a Gemini error body says the key is not valid (a 400, not a 401)."""
+    error = body.get("error") if isinstance(body, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    return isinstance(details, list) and any(
+        isinstance(d, dict) and d.get("@type") == GOOGLE_ERROR_INFO and d.get("reason") in GOOGLE_KEY_REASONS
+        for d in details)
+
+
+def is_quota(body: Any) -> bool:
+    """Whether a vendor's error body says a quota or spend cap is used up (not a rate limit)."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return False
+    details = error.get("details")
+    if error.get("code") in OPENAI_QUOTA_CODES or error.get("type") in ANTHROPIC_QUOTA_TYPES:
+        return True
+    if isinstance(details, dict):  # Anthropic
+        return details.get("error_code") in ANTHROPIC_QUOTA_CODES
+    if error.get("status") == "RESOURCE_EXHAUSTED" and isinstance(details, list):  # Gemini
+        return any(isinstance(d, dict) and d.get("@type") == GOOGLE_QUOTA_FAILURE and any(
+            "PerDay" in str(v.get("quotaId", "")) for v in d.get("violations") or [] if isinstance(v, dict))
+            for d in details)
+    return False
 # Gemini finishReasons that withhold an answer on content grounds (google.genai.types.FinishReason).
 GOOGLE_SAFETY = {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
                  "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION", "MODEL_ARMOR"}
@@ -246,14 +306,13 @@ class APIModel(ModelAdapter):
         if names and self._key() is None:
             raise ModelError(f"model {s.id!r}: no API key; set the environment variable "
                              f"{' or '.join(names)}")
-        family, known = self.family
-        if not known:
-            log.warning("model %s: %s/%s is not in the capability table; using the %s defaults (%s)",
-                        s.id, self.provider, self.capability_model, self.provider, family.name)
+        if (unknown := self.unknown_reason()) is not None:
+            log.warning("model %s: %s", s.id, unknown)
 
     @property
     def base_url(self) -> str | None:
-        url = self.options.get("base_url") or PROVIDERS.get(self.provider, {}).get("base_url")
+        url = (self.options.get("base_url") or os.environ.get(BASE_URL_ENV.get(self.provider, ""), "").strip()
+               or PROVIDERS.get(self.provider, {}).get("base_url"))
         return url.rstrip("/") if url else None
 
     @property
@@ -264,6 +323,15 @@ class APIModel(ModelAdapter):
     @property
     def family(self) -> tuple[Family, bool]:
         return family_of(self.provider, self.capability_model)
+
+    def unknown_reason(self) -> str | None:
+        """Why the request follows the vendor's conservative row (recorded with each trial), or
+        None for a model the capability table names."""
+        family, known = self.family
+        if known:
+            return None
+        return (f"{self.provider}/{self.capability_model} is not in the capability table; "
+                f"requests follow the {family.name} row: {family.evidence}")
 
     def _key_names(self) -> tuple[str, ...]:
         if self.options.get("api_key_env"):
@@ -357,6 +425,10 @@ class APIModel(ModelAdapter):
         """
         family, _ = self.family
         max_tokens = int(self.options.get("max_tokens") or settings.get("max_new_tokens", 40))
+        if self.provider == "anthropic" and max_tokens > anthropic_nonstreaming_limit(self.model):
+            raise self._refuse(f"max_tokens={max_tokens} needs a streaming request (Anthropic refuses a "
+                               f"non-streaming one above {anthropic_nonstreaming_limit(self.model)} output "
+                               f"tokens); gestalt sends non-streaming requests: lower options.max_tokens")
         thinking, thinks = self._thinking(family, max_tokens)
         exact = set(settings.get("exact") or ())
         effort = self.options.get("reasoning_effort")
@@ -402,19 +474,15 @@ class APIModel(ModelAdapter):
         """(url, headers, body) in the provider's wire format."""
         family, _ = self.family
         data = _b64_png(image) if image is not None else None
-        key = self._key()
-        headers = {"content-type": "application/json", "user-agent": USER_AGENT}
+        headers = {"content-type": "application/json", **self._headers()}
         temperature, top_p = plan.sampling.get("temperature"), plan.sampling.get("top_p")
         if self.provider in OPENAI_FORMAT:
             if self.provider == "azure":
                 deployment = urllib.parse.quote(self.model, safe="")
                 query = urllib.parse.urlencode({"api-version": self.options["api_version"]})
                 url = f"{self.base_url}/openai/deployments/{deployment}/chat/completions?{query}"
-                headers["api-key"] = key or ""
             else:
                 url = f"{self.base_url}/chat/completions"
-                if key:
-                    headers["authorization"] = f"Bearer {key}"
             content: list[dict[str, Any]] = [] if data is None else [
                 {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}}]
             body: dict[str, Any] = {"messages": [{"role": "user", "content": [
@@ -430,8 +498,6 @@ class APIModel(ModelAdapter):
                 body["top_p"] = top_p
         elif self.provider == "anthropic":
             url = f"{self.base_url}/v1/messages"
-            headers["x-api-key"] = key or ""
-            headers["anthropic-version"] = self.options["anthropic_version"]
             content = [] if data is None else [
                 {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}]
             body = {"max_tokens": plan.max_tokens, "messages": [{"role": "user", "content": [
@@ -446,7 +512,6 @@ class APIModel(ModelAdapter):
                 body["top_p"] = top_p
         else:  # google
             url = f"{self.base_url}/v1beta/models/{urllib.parse.quote(self.model, safe='.-_')}:generateContent"
-            headers["x-goog-api-key"] = key or ""
             config: dict[str, Any] = {"maxOutputTokens": plan.max_tokens}
             if temperature is not None:
                 config["temperature"] = temperature
@@ -463,6 +528,80 @@ class APIModel(ModelAdapter):
         body.update(self.options.get("extra_body") or {})
         return url, headers, body
 
+    def _headers(self) -> dict[str, str]:
+        """The user agent and the provider's credential headers (the key read now, never kept)."""
+        key = self._key()
+        headers = {"user-agent": USER_AGENT}
+        if self.provider == "azure":
+            headers["api-key"] = key or ""
+        elif self.provider in OPENAI_FORMAT:
+            if key:
+                headers["authorization"] = f"Bearer {key}"
+            if self.provider == "openai":
+                headers.update({h: os.environ[v].strip() for v, h in OPENAI_ACCOUNT_HEADERS.items()
+                                if os.environ.get(v, "").strip()})
+        elif self.provider == "anthropic":
+            headers["x-api-key"] = key or ""
+            headers["anthropic-version"] = self.options["anthropic_version"]
+        else:
+            headers["x-goog-api-key"] = key or ""
+        return headers
+
+    # -- preflight: the key and the model name, asked of the vendor without generating ----------
+    def _model_url(self) -> str:
+        """The vendor's model lookup: OpenAI and compatible servers ``GET /models/<model>``,
+        Anthropic ``GET /v1/models/<model>``, Gemini ``GET /v1beta/models/<model>``; Azure's data
+        plane lists models only (``GET /openai/models``), so there the key alone is checked."""
+        if self.provider == "azure":
+            query = urllib.parse.urlencode({"api-version": self.options["api_version"]})
+            return f"{self.base_url}/openai/models?{query}"
+        if self.provider in OPENAI_FORMAT:
+            return f"{self.base_url}/models/{urllib.parse.quote(self.model, safe='')}"
+        if self.provider == "anthropic":
+            return f"{self.base_url}/v1/models/{urllib.parse.quote(self.model, safe='')}"
+        return f"{self.base_url}/v1beta/models/{urllib.parse.quote(self.model, safe='.-_')}"
+
+    def _get(self, url: str) -> dict[str, Any]:
+        """A GET with the retry policy of a generation; raises _Terminal, or _Retryable when the
+        retries are spent."""
+        attempts = int(self.options["max_retries"]) + 1
+        for attempt in range(attempts):
+            try:
+                return self._send("GET", url, self._headers(), None)
+            except _Retryable as e:
+                if attempt + 1 == attempts:
+                    raise
+                self._sleep(self._backoff(attempt, e.retry_after))
+        raise AssertionError("unreachable")
+
+    def verify(self) -> None:
+        """Preflight: one authenticated request that generates nothing, so a refused key or a model
+        name the vendor does not know stops the run in one line before any trial (ModelError)."""
+        names = " or ".join(f"${n}" for n in self._key_names()) or "no key"
+        where = f"model {self.spec.id!r} ({self.provider}/{self.model})"
+        try:
+            try:
+                self._get(self._model_url())
+            except _Terminal as e:
+                if e.code != "http_404" or self.provider != "openai-compatible":
+                    raise
+                # servers that only list their models (vLLM): the name must be among them
+                listed = self._get(f"{self.base_url}/models").get("data") or []
+                if not any(isinstance(m, dict) and m.get("id") == self.model for m in listed):
+                    raise _Terminal("http_404", "not among the served models") from None
+        except _Terminal as e:
+            if e.code in ("http_401", "http_403", "auth"):
+                raise ModelError(f"{where}: the API key in {names} was refused ({e.code}); set a valid "
+                                 f"key, or skip this check with --offline") from None
+            if e.code == "http_404":
+                raise ModelError(f"{where}: the vendor does not know model {self.model!r} ({e.code}); "
+                                 f"check the name") from None
+            raise ModelError(f"{where}: the credential check failed ({e.code}: "
+                             f"{' '.join(e.detail.split())})") from None
+        except _Retryable as e:
+            raise ModelError(f"{where}: could not reach {self.base_url} to check the key and model "
+                             f"({e.code}); skip this check with --offline") from None
+
     def _scrub(self, text: str) -> str:
         return scrub_secret(text[:4 * DETAIL_CHARS], self._key())[:DETAIL_CHARS]
 
@@ -471,13 +610,17 @@ class APIModel(ModelAdapter):
             if self._http is None:
                 workers = int(self.options["concurrency"])
                 self._http = httpx2.Client(
-                    timeout=httpx2.Timeout(float(self.options["timeout_s"])), trust_env=True,
+                    timeout=httpx2.Timeout(float(self.options["timeout_s"]), connect=CONNECT_TIMEOUT_S),
+                    trust_env=True,
                     limits=httpx2.Limits(max_connections=workers, max_keepalive_connections=workers))
             return self._http
 
     def _post(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
+        return self._send("POST", url, headers, json.dumps(body).encode())
+
+    def _send(self, method: str, url: str, headers: dict[str, str], content: bytes | None) -> dict[str, Any]:
         try:
-            resp = self._client().post(url, content=json.dumps(body).encode(), headers=headers)
+            resp = self._client().request(method, url, content=content, headers=headers)
         except httpx2.TimeoutException:
             raise _Retryable("timeout", f"no response within {self.options['timeout_s']} s") from None
         except httpx2.TransportError as e:  # refused, reset or dropped mid-response
@@ -485,8 +628,14 @@ class APIModel(ModelAdapter):
         if resp.status_code >= 400:
             detail = self._scrub(resp.text)
             code = f"http_{resp.status_code}"
-            if resp.status_code == 429 and any(m in resp.text for m in QUOTA_MARKERS):
+            try:
+                error_body = json.loads(resp.content)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                error_body = None
+            if resp.status_code in (400, 402, 403, 429) and is_quota(error_body):
                 raise _Terminal("quota", detail)
+            if resp.status_code == 400 and is_bad_key(error_body):
+                raise _Terminal("auth", detail)
             should = (resp.headers.get("x-should-retry") or "").strip().lower()
             retry = should == "true" or (should != "false" and (
                 resp.status_code in RETRY_STATUS or resp.status_code >= 500))
@@ -501,10 +650,12 @@ class APIModel(ModelAdapter):
             raise _Retryable("malformed_json", f"top-level {type(payload).__name__}")
         return payload
 
-    def _read(self, payload: dict[str, Any]) -> tuple[str, dict[str, int], str | None]:
-        """(text, usage, cut) from a provider's response body; ``cut`` is "<truncated|refusal|
-        safety>: <vendor's reason>" for an answer cut short. Raises _Retryable on a malformed one."""
+    def _read(self, payload: dict[str, Any]) -> tuple[str, dict[str, int], str | None, str]:
+        """(text, usage, cut, reasoning) from a provider's response body; ``cut`` is "<truncated|
+        refusal|safety>: <vendor's reason>" for an answer cut short; ``reasoning`` the vendor's
+        reasoning fields (never part of the answer). Raises _Retryable on a malformed one."""
         cut = None
+        reasoning = ""
         try:
             if self.provider in OPENAI_FORMAT:
                 choice = payload["choices"][0]
@@ -513,6 +664,8 @@ class APIModel(ModelAdapter):
                 if isinstance(content, list):  # some compatible servers return parts
                     content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
                 text = content or ""
+                # OpenAI-compatible reasoning servers (vLLM, DeepSeek, Ollama) put thoughts here
+                reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
                 finish = choice.get("finish_reason")
                 if message.get("refusal"):
                     cut = f"refusal: {message['refusal']}"
@@ -525,17 +678,25 @@ class APIModel(ModelAdapter):
                 completion = u.get("completion_tokens")
                 usage = {"input_tokens": u.get("prompt_tokens"), "total_tokens": u.get("total_tokens"),
                          "output_tokens": completion - thinking if isinstance(completion, int) else None,
-                         "thinking_tokens": thinking}
+                         "thinking_tokens": thinking,
+                         "cached_tokens": (u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0}
             elif self.provider == "anthropic":
                 text = "".join(b.get("text", "") for b in payload["content"] if b.get("type") == "text")
+                reasoning = "".join(b.get("thinking", "") for b in payload["content"]
+                                    if b.get("type") == "thinking")
                 stop = payload.get("stop_reason")
                 if stop in ("max_tokens", "model_context_window_exceeded"):
                     cut = f"truncated: stop_reason {stop}"
                 elif stop == "refusal":
                     cut = "refusal: stop_reason refusal"
                 u = payload.get("usage") or {}
-                # Anthropic bills thinking inside output_tokens and reports no split.
-                usage = {"input_tokens": u.get("input_tokens"), "output_tokens": u.get("output_tokens")}
+                # Anthropic bills thinking inside output_tokens and reports no split; its
+                # input_tokens leave out cache reads and writes, gestalt's include them (as OpenAI's).
+                cached = u.get("cache_read_input_tokens") or 0
+                fresh = u.get("input_tokens")
+                usage = {"input_tokens": fresh + cached + (u.get("cache_creation_input_tokens") or 0)
+                         if isinstance(fresh, int) else None,
+                         "output_tokens": u.get("output_tokens"), "cached_tokens": cached}
                 if not any(b.get("type") in ("thinking", "redacted_thinking") for b in payload["content"]):
                     usage["thinking_tokens"] = 0
             else:
@@ -543,13 +704,15 @@ class APIModel(ModelAdapter):
                 usage = {"input_tokens": u.get("promptTokenCount"),
                          "output_tokens": u.get("candidatesTokenCount") or 0,
                          "thinking_tokens": u.get("thoughtsTokenCount") or 0,
+                         "cached_tokens": u.get("cachedContentTokenCount") or 0,
                          "total_tokens": u.get("totalTokenCount")}
                 candidates = payload.get("candidates")
                 if not candidates:
                     reason = (payload.get("promptFeedback") or {}).get("blockReason", "no candidates")
-                    return "", {}, f"safety: prompt blocked ({reason})"
+                    return "", {}, f"safety: prompt blocked ({reason})", ""
                 parts = (candidates[0].get("content") or {}).get("parts") or []
                 text = "".join(p.get("text", "") for p in parts if not p.get("thought"))
+                reasoning = "".join(p.get("text", "") for p in parts if p.get("thought"))
                 finish = candidates[0].get("finishReason")
                 if finish == "MAX_TOKENS":
                     cut = "truncated: finishReason MAX_TOKENS"
@@ -557,9 +720,9 @@ class APIModel(ModelAdapter):
                     cut = f"safety: finishReason {finish}"
         except (KeyError, IndexError, TypeError, AttributeError) as e:
             raise _Retryable("malformed_json", f"unexpected response shape ({type(e).__name__}: {e})") from None
-        if not isinstance(text, str):
+        if not isinstance(text, str) or not isinstance(reasoning, str):
             raise _Retryable("malformed_json", f"answer text is a {type(text).__name__}")
-        return text, {k: int(v) for k, v in usage.items() if isinstance(v, (int, float))}, cut
+        return text, {k: int(v) for k, v in usage.items() if isinstance(v, (int, float))}, cut, reasoning
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         cap = float(self.options["backoff_cap_s"])
@@ -584,9 +747,15 @@ class APIModel(ModelAdapter):
         for attempt in range(attempts):
             t0 = time.perf_counter()
             try:
-                text, usage, cut = self._read(self._post(url, headers, body))
-                return Generation(text=text, latency_s=time.perf_counter() - t0, usage=usage,
-                                  error=self._scrub(cut) if cut else None, settings_dropped=plan.dropped)
+                text, usage, cut, reasoning = self._read(self._post(url, headers, body))
+                # an answer may echo what it was sent, the key included: stored scrubbed like errors
+                key = self._key()
+                extras = {"reasoning": scrub_secret(reasoning, key)} if reasoning else {}
+                if (unknown := self.unknown_reason()) is not None:
+                    extras["capabilities"] = unknown
+                return Generation(text=scrub_secret(text, key), latency_s=time.perf_counter() - t0,
+                                  usage=usage, error=self._scrub(cut) if cut else None,
+                                  settings_dropped=plan.dropped, extras=extras)
             except _Terminal as e:
                 log.warning("%s: %s, not retried", self.spec.id, e.code)
                 return Generation(text=None, latency_s=time.perf_counter() - t0,

@@ -6,6 +6,9 @@ method of each capability it declares:
 - ``embed(images) -> (n, d) float32 array``: encoders (timm, open_clip, transformers towers).
 - ``generate(image, prompt, settings) -> Generation``: open VLMs and API models.
 - ``predict(images) -> (n,) float array``: trained regressors (bar-chart CNNs).
+- ``classify(images) -> (n, 1000) float array``: an ImageNet classifier's softmax over the
+  ILSVRC-2012 classes (timm models with their ImageNet head). Never chosen by default (an encoder
+  answers through a probe); a recipe asks for it with a per-model ``readouts`` entry.
 
 Readouts (harness.readouts) connect a task to a capability; a task never asks for a family.
 The ``fingerprint`` is a JSON-able description of weights and preprocessing; for the built-in
@@ -101,11 +104,6 @@ class Generator(Adapter, Protocol):
                       settings: dict[str, Any]) -> list[Generation]: ...
 
 
-@runtime_checkable
-class Predictor(Adapter, Protocol):
-    def predict(self, images: list[Image.Image]) -> np.ndarray: ...
-
-
 class ModelAdapter:
     """The optional part of the contract with its defaults; built-in sources derive from it."""
 
@@ -148,6 +146,9 @@ class ModelAdapter:
 
     def predict(self, images: list[Image.Image]) -> np.ndarray:
         raise ModelError(f"model {self.spec.id!r} cannot predict")
+
+    def classify(self, images: list[Image.Image]) -> np.ndarray:
+        raise ModelError(f"model {self.spec.id!r} has no ImageNet classifier head")
 
     def generate(self, image: Image.Image, prompt: str, settings: dict[str, Any]) -> Generation:
         raise ModelError(f"model {self.spec.id!r} cannot generate")

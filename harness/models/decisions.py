@@ -13,6 +13,11 @@ readout, records, scores and MLflow run are those of a live model.
   model-vs-human convention, or equals ``airplane1.png``).
 - ``options.columns``: the column map for other schemas; default model-vs-human's
   ``{subject: subj, image: imagename, decision: object_response}``.
+- ``options.experiments``: the same subject's decisions in further experiments, each
+  ``{name: <decision files>, images: <its image folder>}``: one model answers every task whose
+  images one of them covers (image names repeat across experiments, e.g. ``airplane1.png`` is a
+  silhouette and an edge drawing, so each file set is matched to its own folder only).
+  An image no experiment covers is answered ``no_decision`` (a null trial).
 
 Each answer carries ``extras.observer`` = the file's subject id, so a scorer can tell a human
 observer's own file from a network's (it then compares it with the panel without that observer).
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import csv
 import fnmatch
+import functools
 import glob
 import hashlib
 from pathlib import Path
@@ -34,7 +40,7 @@ from ..sources.store import file_sha256, get_release
 from .base import Generation, ModelAdapter, ModelError, ModelSpec
 
 COLUMNS = {"subject": "subj", "image": "imagename", "decision": "object_response"}
-OPTIONS = {"images", "columns", "generation"}
+OPTIONS = {"images", "columns", "generation", "experiments"}
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff"}
 NO_DECISION = "no_decision"  # Generation.error code for an image the files do not cover
 
@@ -43,6 +49,14 @@ def pixel_key(image: Image.Image) -> str:
     """An image's identity as shown: its RGB pixels and size (not its file bytes)."""
     rgb = image.convert("RGB")
     return hashlib.sha256(f"{rgb.size}".encode() + rgb.tobytes()).hexdigest()
+
+
+@functools.lru_cache(maxsize=4096)
+def file_pixel_key(path: Path) -> str:
+    """:func:`pixel_key` of an image file, once per process: a roster of published networks
+    matches the same folders (verified files) once, not once per network."""
+    with Image.open(path) as im:
+        return pixel_key(im)
 
 
 def image_name(value: str) -> str:
@@ -66,8 +80,16 @@ class DecisionsModel(ModelAdapter):
         if not isinstance(columns, dict) or set(columns) - set(COLUMNS):
             raise ModelError(f"model {spec.id!r}: options.columns maps {sorted(COLUMNS)} to column names")
         self.columns = {**COLUMNS, **columns}
-        self._decisions: dict[str, str] | None = None  # image file name -> decision
-        self._by_pixels: dict[str, str] = {}  # pixel key -> image file name
+        more = spec.options.get("experiments", [])
+        if not isinstance(more, list) or any(not isinstance(e, dict) or set(e) != {"name", "images"}
+                                             for e in more):
+            raise ModelError(f"model {spec.id!r}: options.experiments is a list of "
+                             f"{{name: <decision files>, images: <image folder>}}")
+        # (decision files, image folder) per experiment
+        self.experiments = [(spec.name, str(spec.options["images"]))] + [
+            (str(e["name"]), str(e["images"])) for e in more]
+        self._decisions: dict[tuple[int, str], str] | None = None  # (experiment, file name) -> decision
+        self._by_pixels: dict[str, tuple[int, str]] = {}  # pixel key -> (experiment, file name)
         self.subject = ""
         self._files: dict[str, str] = {}  # decision file -> sha256
 
@@ -79,7 +101,9 @@ class DecisionsModel(ModelAdapter):
                 declared = get_release(release).files
                 names = sorted(f for f in declared
                                if fnmatch.fnmatch(f, rel) or f.startswith(rel.rstrip("/") + "/"))
-                paths = [Sources().path(release, f) for f in names]
+                sources = Sources()
+                # of a set a mirror holds in part, the files here (the task shows only those)
+                paths = [sources.path(release, f) for f in names if sources.present(release, f)]
             except DataError as e:
                 raise ModelError(f"model {self.spec.id!r}: {what} {pattern!r}: {e}") from None
         else:
@@ -90,37 +114,39 @@ class DecisionsModel(ModelAdapter):
             raise ModelError(f"model {self.spec.id!r}: {what} {pattern!r} matches no file")
         return paths
 
-    def _read(self) -> dict[str, str]:
+    def _read(self) -> dict[tuple[int, str], str]:
         if self._decisions is not None:
             return self._decisions
         s, c = self.spec, self.columns
-        rows: list[tuple[Path, dict[str, str]]] = []
-        for path in self._resolve(s.name, "decisions"):
-            with open(path, newline="") as f:
-                reader = csv.DictReader(f)
-                missing = set(c.values()) - set(reader.fieldnames or ())
-                if missing:
-                    raise ModelError(f"model {s.id!r}: {path}: no column(s) {sorted(missing)} "
-                                     f"(map them with options.columns)")
-                rows += [(path, row) for row in reader]
-            self._files[str(path)] = file_sha256(path)
-        subjects = {row[c["subject"]] for _, row in rows}
-        if len(subjects) != 1:
-            raise ModelError(f"model {s.id!r}: {s.name!r} holds {len(subjects)} subjects "
-                             f"({', '.join(sorted(subjects))}); one model is one subject's file(s)")
-        decisions: dict[str, str] = {}
-        for path, row in rows:
-            name = image_name(row[c["image"]])
-            if decisions.setdefault(name, row[c["decision"]]) != row[c["decision"]]:
-                raise ModelError(f"model {s.id!r}: {path}: two decisions for image {name}")
+        decisions: dict[tuple[int, str], str] = {}
+        subjects: set[str] = set()
+        for k, (pattern, folder) in enumerate(self.experiments):
+            rows: list[tuple[Path, dict[str, str]]] = []
+            for path in self._resolve(pattern, "decisions"):
+                with open(path, newline="") as f:
+                    reader = csv.DictReader(f)
+                    missing = set(c.values()) - set(reader.fieldnames or ())
+                    if missing:
+                        raise ModelError(f"model {s.id!r}: {path}: no column(s) {sorted(missing)} "
+                                         f"(map them with options.columns)")
+                    rows += [(path, row) for row in reader]
+                self._files[str(path)] = file_sha256(path)
+            subjects |= {row[c["subject"]] for _, row in rows}
+            if len(subjects) != 1:
+                raise ModelError(f"model {s.id!r}: {', '.join(p for p, _ in self.experiments[:k + 1])!r} "
+                                 f"holds {len(subjects)} subjects ({', '.join(sorted(subjects))}); one "
+                                 f"model is one subject's file(s)")
+            for path, row in rows:
+                name = image_name(row[c["image"]])
+                if decisions.setdefault((k, name), row[c["decision"]]) != row[c["decision"]]:
+                    raise ModelError(f"model {s.id!r}: {path}: two decisions for image {name}")
+            images = [p for p in self._resolve(folder, "images") if p.suffix.lower() in IMAGE_SUFFIXES]
+            for p in images:
+                self._by_pixels.setdefault(file_pixel_key(p), (k, p.name))
+            if not {name for j, name in decisions if j == k} & {p.name for p in images}:
+                raise ModelError(f"model {s.id!r}: no decision of {pattern!r} names an image under "
+                                 f"{folder!r}")
         self.subject = subjects.pop()
-        images = [p for p in self._resolve(s.options["images"], "images") if p.suffix.lower() in IMAGE_SUFFIXES]
-        for p in images:
-            with Image.open(p) as im:
-                self._by_pixels[pixel_key(im)] = p.name
-        covered = set(decisions) & {p.name for p in images}
-        if not covered:
-            raise ModelError(f"model {s.id!r}: no decision names an image under {s.options['images']!r}")
         self._decisions = decisions
         return decisions
 
@@ -131,7 +157,9 @@ class DecisionsModel(ModelAdapter):
     @property
     def fingerprint(self) -> dict[str, Any]:
         self._read()
-        matching = "".join(sorted(f"{k}={v}\n" for k, v in self._by_pixels.items()))
+        # an image of the first experiment by its file name alone, as before experiments existed
+        matching = "".join(sorted(f"{k}={f'{j}:' if j else ''}{name}\n"
+                                  for k, (j, name) in self._by_pixels.items()))
         return {"source": "decisions", "files_sha256": sorted(self._files.values()),
                 "columns": self.columns, "images_sha256": hashlib.sha256(matching.encode()).hexdigest()}
 
@@ -143,8 +171,8 @@ class DecisionsModel(ModelAdapter):
 
     def generate(self, image: Image.Image, prompt: str, settings: dict[str, Any]) -> Generation:
         decisions = self._read()
-        name = self._by_pixels.get(pixel_key(image))
-        if name is None or name not in decisions:
+        key = self._by_pixels.get(pixel_key(image))
+        if key is None or key not in decisions:
             return Generation(text=None, error=f"{NO_DECISION}: no recorded decision for this image",
                               extras={"observer": self.subject})
-        return Generation(text=decisions[name], extras={"observer": self.subject})
+        return Generation(text=decisions[key], extras={"observer": self.subject})

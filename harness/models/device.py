@@ -42,7 +42,6 @@ from .base import ModelError, ModelSpec
 
 log = logging.getLogger("harness")
 
-PRECISIONS = ("float32", "auto", "bfloat16", "float16")
 AUTO_MAX_BATCH = 256  # batch_size auto on CUDA starts here unless options.max_batch_size says otherwise
 AUTO_CPU_BATCH = 32
 HALF_DTYPES = ("float16", "bfloat16")

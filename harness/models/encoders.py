@@ -159,6 +159,10 @@ class TorchEncoder(ModelAdapter):
         return torch.stack([self._transform(im.convert("RGB")) for im in images])
 
     def embed(self, images: list[Image.Image]) -> np.ndarray:
+        return self._batched(images, self._forward)
+
+    def _batched(self, images: list[Image.Image], forward: Callable[[Any, Any], Any]) -> np.ndarray:
+        """``forward(model, batch)`` over ``images`` a batch at a time, as a float32 array."""
         import torch
 
         model = self.load()
@@ -168,16 +172,18 @@ class TorchEncoder(ModelAdapter):
         def run(start: int, stop: int) -> np.ndarray:
             batch = to_device(self.preprocess(images[start:stop]), self.device, dtype, channels_last)
             with torch.inference_mode(), autocast(self.device, precision):
-                return self._forward(model, batch).float().cpu().numpy()
+                return forward(model, batch).float().cpu().numpy()
 
         out = self._sizer.run(len(images), run, self.device)
         return np.concatenate(out, axis=0) if out else np.zeros((0, 0), np.float32)
 
 
 class TimmEncoder(TorchEncoder):
-    """``timm:<architecture>``; embedding = pre-logits features (``forward_head(pre_logits=True)``)."""
+    """``timm:<architecture>``; embedding = pre-logits features (``forward_head(pre_logits=True)``);
+    ``classify`` = the softmax of its ImageNet-1k head."""
 
     library = "timm"
+    capabilities = frozenset({"embed", "classify"})
 
     def _timm_facts(self) -> dict[str, Any]:
         """What check and fingerprint read from timm (is the name an architecture, its
@@ -255,6 +261,12 @@ class TimmEncoder(TorchEncoder):
 
     def _forward(self, model, batch):
         return model.forward_head(model.forward_features(batch), pre_logits=True)
+
+    def classify(self, images: list[Image.Image]) -> np.ndarray:
+        classes = self.load().num_classes
+        if classes != 1000:
+            raise ModelError(f"model {self.spec.id!r}: its head has {classes} classes, not ImageNet-1k's 1000")
+        return self._batched(images, lambda model, batch: model(batch).softmax(dim=-1))
 
     def fetch(self) -> str:
         if self.spec.weights != "hub":

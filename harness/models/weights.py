@@ -9,10 +9,13 @@ packages' own reference implementations).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
+import json
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,3 +96,36 @@ def load_by_order(model, state_dict: dict) -> None:
         if tuple(d.shape) != tuple(s.shape):
             raise ModelError(f"tensor {key}: shape {tuple(s.shape)} != expected {tuple(d.shape)}")
     model.load_state_dict(dict(zip(dst.keys(), src)), strict=True)
+
+
+# torch.save's legacy (non-zip) format opens with its pickled magic number
+_TORCH_LEGACY = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
+_SAFETENSORS_HEADER_MAX = 100 << 20  # the format's own limit on its JSON header
+
+
+def check_checkpoint(path: Path) -> None:
+    """Raise ModelError unless ``path`` is a file torch.load or safetensors can read, judged by
+    its header, not its tensors (a checkpoint may be gigabytes): a torch.save zip with its pickle,
+    torch's legacy format, or safetensors with a readable JSON header."""
+    import zipfile
+
+    if path.is_dir():
+        raise ModelError(f"{path}: a folder, not a checkpoint file")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if path.suffix == ".safetensors":
+                if len(head) == 8 and (size := struct.unpack("<Q", head)[0]) <= _SAFETENSORS_HEADER_MAX:
+                    with contextlib.suppress(ValueError):
+                        if isinstance(json.loads(f.read(size)), dict):
+                            return
+                raise ModelError(f"{path}: not a checkpoint (no safetensors header)")
+            if zipfile.is_zipfile(f):
+                with zipfile.ZipFile(f) as z:
+                    if any(n == "data.pkl" or n.endswith("/data.pkl") for n in z.namelist()):
+                        return
+            elif (head + f.read(len(_TORCH_LEGACY) - 8)) == _TORCH_LEGACY:
+                return
+    except (OSError, zipfile.BadZipFile) as e:
+        raise ModelError(f"{path}: not a checkpoint ({e})") from None
+    raise ModelError(f"{path}: not a checkpoint (neither a torch.save file nor safetensors)")

@@ -8,6 +8,7 @@ from scores and counted, never scored as errors.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -100,8 +101,10 @@ class Readout:
         """``options`` over the readout's defaults; an unknown option is an error naming the task."""
         unknown = sorted(set(options) - set(known))
         if unknown:
+            guess = difflib.get_close_matches(unknown[0], sorted(known), n=1, cutoff=0.5)
             raise UnknownReadoutOption(
-                f"{stimset.task_id}: readout {cls.name} has no option(s) {unknown}; known: {sorted(known)}",
+                f"{stimset.task_id}: readout {cls.name} has no option(s) {unknown}"
+                + (f"; did you mean {guess[0]}?" if guess else "") + f" (known: {sorted(known)})",
                 unknown)
         return {**known, **options}
 

@@ -184,6 +184,8 @@ class Chart6Readout(Readout):
         if self.options["extractor"] == "llm":
             gen = self.extractor()(stimulus.meta["question"], text, self.choices(stimulus))
             extras["extracted"] = gen.text
+            if gen.usage:  # the extractor's call is paid for too
+                extras["extractor_usage"] = dict(gen.usage)
             if gen.settings_dropped:
                 extras["extractor_settings_dropped"] = dict(gen.settings_dropped)
             if gen.error is not None:

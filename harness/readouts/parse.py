@@ -1,6 +1,7 @@
 """Rule-based answer parsing (Gestalt paper, appendix B) and repetition aggregation (appendix D.4).
 
-Rules, applied to the raw text a model returned:
+Rules, applied to the raw text a model returned once its reasoning is removed
+(:func:`without_reasoning`: ``<think>...</think>`` blocks; the record keeps the raw text):
 
 - **choices and counts**: the *first integer* in the response, spelled-out number words accepted
   ("One." -> 1), constrained to the option set: when the first integer is not an option the answer
@@ -59,7 +60,52 @@ def api_error_status(error: str) -> str:
     """The null reason for a Generation.error of the form '<code>: <detail>': ``null:truncated``,
     ``null:refusal`` or ``null:safety`` for an answer cut short, else ``null:api_error:<code>``."""
     code = error.split(":", 1)[0].strip() or "unknown"
-    return f"null:{code}" if code in CUT_SHORT else f"null:api_error:{code}"
+    return f"null:{code}" if code in CUT_SHORT else f"{FAILED_CALL}{code}"
+
+
+# A null whose call failed (auth, quota, rate limit after retries, server error, timeout,
+# transport): the model never answered, so the trial is sent again by a rerun. Every other null
+# (unparseable, refusal, truncated, safety) is the model's answer, final as the papers count it;
+# so is a request the vendor rejects as such (400, 404, 413, 422: the same request fails the same
+# way), one the capability table refuses, or an image a published decision file does not cover.
+FAILED_CALL = "null:api_error:"
+_REJECTED = re.compile(r"http_4\d\d|refused|request|no_decision")
+_NOT_REJECTED = {"http_401", "http_402", "http_403", "http_408", "http_409", "http_429"}
+
+
+def failed_call(parse_status: str, extras: dict[str, Any] | None = None) -> bool:
+    """Whether a trial's null is a failed call rather than an answer; a CHART-6 answer whose
+    extractor call failed counts as failed (``extras['extractor_error']``)."""
+    if parse_status == "null:extractor_error":
+        why = (extras or {}).get("extractor_error")
+        return isinstance(why, str) and failed_call(api_error_status(why))
+    if not parse_status.startswith(FAILED_CALL):
+        return False
+    code = parse_status[len(FAILED_CALL):]
+    return code in _NOT_REJECTED or not _REJECTED.fullmatch(code)
+
+
+# -- reasoning ---------------------------------------------------------------------------------
+
+# Reasoning models write their thoughts before the answer (``<think>...</think>``; the opening tag
+# is sometimes part of the chat template, so only ``</think>`` is generated). The thoughts name
+# candidate answers, so the first-number rule would read one of them: they are removed first
+# (the record's raw_output keeps them).
+_REASONING_BLOCK = re.compile(r"<(think|thinking)>.*?</\1>", re.IGNORECASE | re.DOTALL)
+_REASONING_CLOSE = re.compile(r"</(?:think|thinking)>", re.IGNORECASE)
+_REASONING_OPEN = re.compile(r"<(?:think|thinking)>", re.IGNORECASE)
+
+
+def without_reasoning(text: str) -> str:
+    """``text`` without its reasoning: closed blocks removed, everything up to a closing tag left
+    without its opening one, and everything after an opening tag never closed (the model was cut
+    off while thinking: no answer)."""
+    text = _REASONING_BLOCK.sub("", text)
+    closes = list(_REASONING_CLOSE.finditer(text))
+    if closes:
+        text = text[closes[-1].end():]
+    opened = _REASONING_OPEN.search(text)
+    return text[:opened.start()] if opened else text
 
 
 # -- numbers in text ---------------------------------------------------------------------------
@@ -181,6 +227,7 @@ def _first_number(text: str) -> Number | None:
 def parse_integer(text: str | None, options: Sequence[int] | None = None) -> Parsed:
     """Choices and counts: the first integer in the response, constrained to ``options``
     (any integer when ``options`` is empty or None)."""
+    text = None if text is None else without_reasoning(text)
     if text is None or not text.strip():
         return null("empty")
     first = _first_number(text)
@@ -198,6 +245,7 @@ def parse_integer(text: str | None, options: Sequence[int] | None = None) -> Par
 
 def parse_number(text: str | None, lo: float = 0.0, hi: float = 100.0) -> Parsed:
     """Scalar answers: the first number (a trailing '%' is allowed), within ``[lo, hi]``."""
+    text = None if text is None else without_reasoning(text)
     if text is None or not text.strip():
         return null("empty")
     first = _first_number(text)
@@ -218,6 +266,7 @@ def parse_label(text: str | None, labels: Sequence[str]) -> Parsed:
     """Text labels: the first option mentioned (case-insensitive, word boundaries)."""
     if not labels:
         raise ValueError("parse_label needs a non-empty label set")
+    text = None if text is None else without_reasoning(text)
     if text is None or not text.strip():
         return null("empty")
     best: tuple[int, int, str] | None = None  # (start, -length, label)

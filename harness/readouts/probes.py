@@ -33,10 +33,15 @@ class PrototypeProbe(Readout):
     name = "prototype"
     capability = "embed"
 
+    def __init__(self, stimset, **options):
+        if not stimset.train:  # refused when the recipe is planned, before any model loads
+            raise ValueError(f"{stimset.task_id}: readout {self.name} fits its class prototypes on the "
+                             f"probe-train split, and this stimulus set has none (images: all scores "
+                             f"every image for readouts that train nothing; use images: split)")
+        super().__init__(stimset, **options)
+
     def prepare(self, model) -> None:
         train = self.stimset.train
-        if not train:
-            raise ValueError(f"{self.stimset.task_id}: prototype probe needs a probe-train split")
         emb = self.embed_all(model, train)
         self.classes, self.prototypes = class_prototypes(emb, [s.ground_truth for s in train])
 

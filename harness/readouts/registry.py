@@ -14,6 +14,7 @@ READOUTS: dict[str, str] = {
     "prompt_number": "harness.readouts.prompt:PromptNumber",
     "chart6": "harness.readouts.chart6:Chart6Readout",
     "regression": "harness.readouts.regression:RegressionReadout",
+    "imagenet16": "harness.readouts.imagenet16:ImageNet16",
 }
 
 

@@ -30,7 +30,7 @@ from ..scores.mlae import GRADCAM_THRESHOLD, gradcam_iou, gradcam_scaled, record
 from ..scores.record import Score  # noqa: E402
 from ..stimuli.bars.render import ChartImage, render_stimuli, target_masks  # noqa: E402
 from ..stimuli.base import by_id  # noqa: E402
-from .figures import error_bars, fit_margins  # noqa: E402
+from .style import error_bars, fit_margins  # noqa: E402
 
 _OOD = re.compile(r"^ood\.(?P<parameter>[^.]+)\.(?P<level>.+)\.mlae$")
 

@@ -42,7 +42,7 @@ from ..scores.record import Score  # noqa: E402
 from ..stimuli.chart6 import (ARITHMETIC_COMPUTATION, STATISTICAL_INFERENCE,  # noqa: E402
                               TESTS, VALUE_IDENTIFICATION)
 from ..stimuli.registry import base_task_id  # noqa: E402
-from .figures import palette  # noqa: E402
+from .style import palette  # noqa: E402
 
 TASK_PREFIX = "literacy.chart."
 GROUPS = {"multiple-choice": "multiple-choice", "continuous": "numerical-response"}

@@ -2,7 +2,8 @@
 
 Each figure function returns a matplotlib Figure (Agg backend; nothing needs a display) and
 uses only data a reader can recompute from the logged records and intervals. Per run,
-:func:`battery_figures` draws one task of one model; the cross-model figures of ``gestalt report``
+:func:`harness.reports.battery.battery_figures` draws one task of one model with these and the
+family figure modules; the cross-model figures of ``gestalt report``
 (:func:`agreement_matrix_figure`, :func:`rank_correlation_figure` and the multi-model forms of
 :func:`accuracy_kappa_figure` and :func:`capacity_figure`) take scores read back from the runs.
 """
@@ -21,106 +22,14 @@ import numpy as np  # noqa: E402
 from ..scores.agreement import _kappa  # noqa: E402
 from ..scores.capacity import FAIL_BELOW  # noqa: E402
 from ..scores.record import Score  # noqa: E402
-from ..stimuli.base import ObserverPanel  # noqa: E402
-from ..scores.tasks import family_of  # noqa: E402
+from .style import (MATRIX_CMAP, error_bars, fit_margins, label_margins, palette, set_margins,  # noqa: E402
+                    text_color)
 
 A_K = re.compile(r"^a_k(\d+)$")
-DPI = 150  # every saved figure, in the report and as logged to MLflow
-matplotlib.rcParams["savefig.dpi"] = DPI
-# Okabe & Ito's palette: distinguishable with the common colour-vision deficiencies
-OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
-MATRIX_CMAP = "cividis"  # perceptually uniform and colour-blind safe
-
-
-def text_color(rgba: Any) -> str:
-    """Black or white, whichever reads on a cell of this colour (WCAG relative luminance)."""
-    def lin(c: float) -> float:
-        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
-
-    r, g, b = (lin(float(c)) for c in rgba[:3])
-    return "black" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.179 else "white"
-
-
-def palette(labels: list[str]) -> dict[str, Any]:
-    """One colour-blind-safe colour per label, in order (cycles past eight)."""
-    return {x: OKABE_ITO[i % len(OKABE_ITO)] for i, x in enumerate(dict.fromkeys(labels))}
 
 
 def score_named(scores: list[Score], name: str) -> Score | None:
     return next((s for s in scores if s.name == name), None)
-
-
-def error_bars(s: Score) -> list[list[float]]:
-    """Error-bar half-widths; a score without a value or an interval draws none."""
-    if s.value is None or s.ci_low is None or s.ci_high is None:
-        return [[0.0], [0.0]]
-    return [[s.value - s.ci_low], [s.ci_high - s.value]]
-
-
-def family_colors(families: list[str]) -> dict[str, Any]:
-    """One tab10 colour per family, in the order given (the report orders families)."""
-    return palette(families)
-
-
-def text_inches(fig, texts: list[Any]) -> tuple[float, float]:
-    """The widest and the tallest of ``texts`` (Text artists: tick labels, axis labels, titles) as
-    they will be drawn, rotation and line breaks included, in inches: from the font's metrics,
-    nothing drawn."""
-    renderer = fig.canvas.get_renderer()
-    boxes = [t.get_window_extent(renderer) for t in texts if t.get_text()]
-    return (max((b.width for b in boxes), default=0.0) / fig.dpi,
-            max((b.height for b in boxes), default=0.0) / fig.dpi)
-
-
-def set_margins(fig, *, left: float, bottom: float, right: float, top: float, **space: float) -> None:
-    """The subplot grid ``left``, ``bottom``, ... inches from the figure's edges.
-
-    The per-run figures are laid out by hand with it, their margins sized to the texts they hold
-    (:func:`text_inches`): a layout engine draws the figure once more and measures every text
-    again each time it is saved (``benchmarks/fixed_cost.py``: the silhouettes' figures took 1.6
-    to 1.9 times as long to save under constrained layout)."""
-    width, height = fig.get_size_inches()
-    fig.subplots_adjust(left=left / width, bottom=bottom / height, right=1 - right / width,
-                        top=1 - top / height, **space)
-
-
-TICKS = 0.15  # inches between an axis and its tick labels' far side: tick length and pads
-AXIS_LABEL = 0.12  # inches between tick labels and the axis label, and beyond the outermost text
-
-
-def label_margins(fig, ax) -> tuple[float, float]:
-    """The left and bottom margins, in inches, that ``ax``'s tick labels and axis labels need."""
-    left = (text_inches(fig, ax.get_yticklabels())[0] + TICKS
-            + text_inches(fig, [ax.yaxis.label])[0] + AXIS_LABEL)
-    bottom = (text_inches(fig, ax.get_xticklabels())[1] + TICKS
-              + text_inches(fig, [ax.xaxis.label])[1] + AXIS_LABEL)
-    return left, bottom
-
-
-def fit_margins(fig, ax, right: float = AXIS_LABEL) -> None:
-    """Lay out a one-axes figure by hand: margins for its tick labels, axis labels and title
-    (as drawn now: call it last), the figure widened where the title is wider than the axes, the
-    side margins where a tick label reaches past an end of the axes (centred on the last tick,
-    or rotated)."""
-    width, height = fig.get_size_inches()
-    left, bottom = label_margins(fig, ax)
-    title_width, title_height = text_inches(fig, [ax.title])
-    top = title_height + 2 * AXIS_LABEL
-    if title_width + 2 * AXIS_LABEL > width - left - right:
-        width = title_width + 2 * AXIS_LABEL + left + right
-        fig.set_size_inches(width, height)
-    renderer = fig.canvas.get_renderer()
-    lo, hi = sorted(ax.get_xlim())
-    labels = [t for t in ax.get_xticklabels() if t.get_text() and lo <= t.get_position()[0] <= hi]
-    for _ in range(3):  # widening a margin moves the ticks, a little: measure again
-        set_margins(fig, left=left, bottom=bottom, right=right, top=top)
-        boxes = [t.get_window_extent(renderer) for t in labels]
-        edge = AXIS_LABEL * fig.dpi  # kept clear at the page's edges
-        past_left = max([0.0] + [edge - b.x0 for b in boxes]) / fig.dpi
-        past_right = max([0.0] + [b.x1 - fig.bbox.x1 + edge for b in boxes]) / fig.dpi
-        if not (past_left or past_right):
-            return
-        left, right = left + past_left, right + past_right
 
 
 def confusion_figure(records: list[dict], stimset, model_id: str):
@@ -336,30 +245,11 @@ def score_figures(task_id: str, scores: list[Score], model_id: str, stimset=None
     return figs
 
 
-def battery_figures(task_id: str, records: list[dict], scores: list[Score], stimset,
-                    model_id: str) -> dict[str, Any]:
-    """name -> Figure for one task of one model's battery (logged under the run's figures/),
-    chosen by the task's scoring family."""
-    family = family_of(task_id)
-    if family is not None and family.name == "chart6":
-        from .chart6_figures import chart6_battery_figures
-
-        return chart6_battery_figures(task_id, records, scores, stimset, model_id)
-    if family is not None and family.name == "mlae_vs_humans":
-        from .bars_figures import bars_battery_figures
-
-        return bars_battery_figures(task_id, records, scores, stimset, model_id)
-    observers = isinstance(stimset.human, ObserverPanel)
-    figs = score_figures(task_id, scores, model_id, stimset if observers else None)
-    if observers and score_named(scores, "kappa"):
-        figs[f"{task_id}.confusion.png"] = confusion_figure(records, stimset, model_id)
-    return figs
-
-
 def agreement_matrix_figure(models: list[tuple[str, str]], tasks: list[tuple[str, str]],
                             cells: dict[tuple[str, str], Score],
-                            unavailable: dict[tuple[str, str], str] | None = None):
-    """The task x model matrix of the headline score (B, or accuracy where a task has no B).
+                            unavailable: dict[tuple[str, str], str] | None = None,
+                            groups: dict[tuple[str, str], str] | None = None, groups_note: str = ""):
+    """The task x model matrix of each task's headline score (its family's primary score).
 
     ``models``: [(model id, family)] in display order (grouped by family); ``tasks``: [(task id,
     score name)]; ``cells``: (model, task) -> Score. Each cell prints the value and its 95% CI;
@@ -370,8 +260,11 @@ def agreement_matrix_figure(models: list[tuple[str, str]], tasks: list[tuple[str
     (``extra['ceiling_is_bound']``); otherwise, as for B, whose cited ceiling a model can pass, it
     is (value - floor) / (1 - floor) against the score's maximum 1. So no cell exceeds 1 by
     construction and nothing is clipped (the colour scale extends below -1 if a cell does).
+
+    ``groups``: (model, task) -> its rank-group letters, printed after the value (models sharing
+    a letter are not told apart); ``groups_note`` says how the groups were formed, under the title.
     """
-    unavailable = unavailable or {}
+    unavailable, groups = unavailable or {}, groups or {}
     fig, ax = plt.subplots(figsize=(2.3 * len(tasks) + 3.2, 0.42 * len(models) + 2.2),
                            constrained_layout=True)
     frac = np.full((len(models), len(tasks)), np.nan)
@@ -393,7 +286,8 @@ def agreement_matrix_figure(models: list[tuple[str, str]], tasks: list[tuple[str
                 continue
             ci = "" if s.ci_low is None else f"\n[{s.ci_low:.2f}, {s.ci_high:.2f}]"
             shade = (1.0, 1.0, 1.0) if np.isnan(frac[i, j]) else im.cmap(im.norm(frac[i, j]))
-            ax.text(j, i, f"{s.value:.3f}{ci}", ha="center", va="center", fontsize=7,
+            letters = f"  {groups[(model, task)]}" if groups.get((model, task)) else ""
+            ax.text(j, i, f"{s.value:.3f}{letters}{ci}", ha="center", va="center", fontsize=7,
                     color=text_color(shade))
     head = []
     for task, name in tasks:
@@ -415,11 +309,11 @@ def agreement_matrix_figure(models: list[tuple[str, str]], tasks: list[tuple[str
     right.set_yticks([np.mean([i for i, f in enumerate(families) if f == fam]) for fam in groups],
                      groups, fontsize=8, fontweight="bold")
     right.tick_params(length=0)
-    fig.colorbar(im, ax=ax, shrink=0.6,
-                 label="(value - floor) / (bound - floor); bound = ceiling where it bounds the "
-                       "score, else 1")
-    ax.set_title("Headline score per task and model (95% bootstrap CI); models grouped by family",
-                 fontsize=10)
+    # the label in short lines: one long line along a short bar ran off the page
+    fig.colorbar(im, ax=ax, shrink=0.9, label="position between floor (0)\nand bound (1): ceiling\n"
+                                              "where it bounds the score, else 1")
+    title = "Headline score per task and model (95% bootstrap CI); models grouped by family"
+    ax.set_title(title + (f"\n{groups_note}" if groups_note else ""), fontsize=9)
     return fig
 
 

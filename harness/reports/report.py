@@ -1,11 +1,13 @@
 """``gestalt report``: the battery across models, read back from finished MLflow runs.
 
-Reads, never writes, the tracking store: for each FINISHED run tagged ``gestalt.model`` it takes
-the metrics (``<task>/null_rate``), the ``intervals.json`` artifact (every Score record) and the
-logged ``figures/*.png``, and writes into ``out_dir``:
+For each FINISHED run tagged ``gestalt.model`` it reads the metrics (``<task>/null_rate``), the
+``intervals.json`` artifact (every Score record) and the logged ``figures/*.png``; into the store
+it writes only the experiment's summary run (:mod:`~harness.reports.summary`: the matrix and the
+dissociation figure, and each model run's colour). Into ``out_dir``:
 
-- ``matrix.png``: the task x model matrix of the headline score (B; accuracy for tasks without
-  B, i.e. series counting) with 95% CIs, models grouped by family, families in the paper's order;
+- ``matrix.png`` (the report's first figure): the task x model matrix of each task's headline
+  score (its family's primary score: the runs table's and the scorecard's too) with 95% CIs and
+  rank groups, models grouped by family, families in the paper's order;
 - ``accuracy_vs_kappa.png``: silhouette accuracy vs error consistency for all models, with the
   human ceiling band and the panel's accuracy;
 - ``a_k.png``: every model's a(k) curve against the 6-12 capacity band;
@@ -35,6 +37,7 @@ import math
 import re
 import tempfile
 from dataclasses import dataclass, field, fields
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -43,20 +46,24 @@ from scipy import stats
 
 from ..errors import GestaltError
 from ..scores.agreement import null_bracket
+from ..scores.bootstrap import interval_methods
 from ..scores.record import Score
-from ..scores.tasks import family_of
+from ..scores.ranking import ItemValues, rank_task
+from ..scores.tasks import Bootstrap, family_of
+from ..tracking.mlflow_run import ui_base
 from ..tracking.scorecards import quiet_downloads
 from . import figures as F
+from .style import DPI, family_colors
 from .bars_figures import generalization_matrix_figure, level_curves
 from .chart6_figures import chart6_report_figures
+from .summary import RUN_COLOR_TAG, ModelRun, Summary, log_summary
+from .shape_bias_figures import texture_vs_shape_report_figures
 
 # The paper's family order (supervised, self-supervised, contrastive V-L, open VLM, closed), with
 # the spellings recipes use; other families follow alphabetically, "unknown" last.
 FAMILY_ORDER = ("supervised", "self-supervised", "ssl", "contrastive-vl", "cvl", "open-vlm", "vlm",
                 "closed", "api", "cnn-from-scratch")
 BRACKETED = re.compile(r"^(B|B_\w+|accuracy)$")  # proportions over parseable trials
-SILHOUETTE = "closure.nat.silhouette"
-SERIES_COUNT = "similarity.chart.series_count"
 _SCORE_FIELDS = {f.name for f in fields(Score)}
 
 
@@ -328,7 +335,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
 
 def _png(fig) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=F.DPI)
+    fig.savefig(buf, format="png", dpi=DPI)
     F.plt.close(fig)
     return buf.getvalue()
 
@@ -360,79 +367,186 @@ def headlines(runs: list[BatteryRunData], tasks: list[str]) -> Headlines:
     return Headlines(cells, {t: names[t] for t in tasks if t in names}, unavailable)
 
 
-INTERVALS = "95% percentile bootstrap intervals over stimuli"
+# The scores each figure draws with error bars or bands (fnmatch patterns); a per-task figure of
+# another kind draws its family's headline scores. Captions quote these scores' own interval
+# methods (bootstrap.interval_methods).
+FIGURE_SCORES = {"confusion": (), "accuracy_vs_kappa": ("accuracy", "kappa"), "a_k": ("a_k*", "capacity"),
+                 "agreement": ("B", "B_*", "individual_agreement"), "generalization_matrix": ("mlae",)}
+
+
+def intervals_caption(scores: list[Score]) -> str:
+    """The interval clause of a caption, from the drawn scores' own methods."""
+    methods = interval_methods(scores)
+    return f"95% intervals: {'; '.join(methods)}" if methods else "no intervals"
+
+
+def _drawn(kind: str, task: str, scores: list[Score]) -> list[Score]:
+    patterns = FIGURE_SCORES.get(kind)
+    if patterns is None:
+        family = family_of(task)
+        return family.headline_scores(scores) if family is not None else []
+    return [s for s in scores if any(fnmatchcase(s.name, p) for p in patterns)]
 
 
 def report_captions(runs: list[BatteryRunData], heads: Headlines) -> dict[str, str]:
-    """What each cross-model figure shows, its n and the interval method."""
+    """What each cross-model figure shows, its n and how its intervals were computed."""
     def n_of(task: str) -> str:
         ns = sorted({s.n for (_, t), s in heads.cells.items() if t == task} or
                     {s.n for r in runs for s in r.scores.get(task, [])[:1]})
         return "-".join(map(str, ns[:1] + ns[-1:] if len(ns) > 1 else ns)) or "?"
 
+    def drawn(kind: str, family: str) -> str:
+        return intervals_caption([s for r in runs for t, sc in r.scores.items()
+                                  if _family_name(t) == family for s in _drawn(kind, t, sc)])
+
     models = len(runs)
+    tasks = task_order(runs)
+    kappa = next((t for t in tasks if _family_name(t) == "classification_vs_observers"), "")
+    count = next((t for t in tasks if _family_name(t) == "capacity"), "")
     return {
-        "matrix.png": f"Headline score (B; accuracy where a task has no B) of {models} models on "
+        "matrix.png": f"Each task's headline score (its scoring family's primary score) of {models} models on "
                       f"{len(heads.names)} tasks; colour: position between the task's floor and human "
                       f"ceiling. n per cell = scored stimuli ({', '.join(f'{t}: {n_of(t)}' for t in heads.names)}); "
-                      f"{INTERVALS}.",
-        "accuracy_vs_kappa.png": f"{SILHOUETTE}: accuracy against error consistency (Cohen's kappa with "
+                      f"{intervals_caption(list(heads.cells.values()))}.",
+        "accuracy_vs_kappa.png": f"{kappa}: accuracy against error consistency (Cohen's kappa with "
                                  f"human observers) per model, with the human-human ceiling band; "
-                                 f"n = {n_of(SILHOUETTE)} test stimuli per model; {INTERVALS}.",
-        "a_k.png": f"{SERIES_COUNT}: accuracy a(k) by number of colour series k per model against the "
-                   f"human capacity band; n = {n_of(SERIES_COUNT)} charts per model; bands: 95% "
-                   "bootstrap within each k.",
+                                 f"n = {n_of(kappa)} test stimuli per model; "
+                                 f"{drawn('accuracy_vs_kappa', 'classification_vs_observers')}.",
+        "a_k.png": f"{count}: accuracy a(k) by number of colour series k per model against the "
+                   f"human capacity band; n = {n_of(count)} charts per model; "
+                   f"{drawn('a_k', 'capacity')}.",
         "rank_correlations.png": f"Spearman rank correlation between tasks of the {models} models' "
                                  "headline scores; n per cell = models scored on both tasks; no interval "
                                  "(n/a below 3 models or without spread).",
         "generalization_matrix.png": "Trained networks (rows) against test conditions (columns): MLAE "
-                                     f"per cell; {INTERVALS}.",
+                                     f"per cell; {drawn('generalization_matrix', 'mlae_vs_humans')}.",
     }
 
 
 def figure_caption(name: str, run: BatteryRunData | None = None) -> str:
-    """A caption for a per-task figure ``<task>.<kind>.png`` (logged or redrawn)."""
+    """A caption for a per-task figure ``<task>.<kind>.png`` (logged or redrawn): with the run's
+    scores, how the drawn scores' intervals were computed; without them, no claim about it."""
     task, _, kind = name.removesuffix(".png").rpartition(".")
+    scores = run.scores.get(task, []) if run is not None else []
     if not task:
-        return f"{name}; {INTERVALS}."
+        return f"{name}."
     n = ""
-    if run is not None and run.scores.get(task):
-        first = run.scores[task][0]
-        n = f"; n = {first.n} scored trials ({first.nulls} null)"
+    if scores:
+        n = f"; n = {scores[0].n} scored trials ({scores[0].nulls} null)"
     what = {"confusion": "model vs human confusion on the test split (share of responses per true class)",
             "accuracy_vs_kappa": "accuracy against error consistency with the human ceiling band",
             "a_k": "accuracy a(k) by number of series k against the human capacity band",
             "agreement": "odd-one-out agreement B with floor, human ceiling and null bracket"}.get(
         kind, kind.replace("_", " "))
-    return f"{task}: {what}{n}; {INTERVALS}."
+    how = (f"; {intervals_caption(_drawn(kind, task, scores))}" if scores
+           else "; intervals as each score's method in intervals.json states")
+    return f"{task}: {what}{n}{how}."
 
 
-def report_figures(runs: list[BatteryRunData], heads: Headlines) -> dict[str, bytes]:
-    """name -> PNG bytes of the cross-model figures (only those the runs have data for)."""
-    colors = F.family_colors([r.family for r in runs])
+@dataclass
+class RankGroups:
+    """Each (model, task) cell's rank-group letters and how the groups were formed."""
+
+    letters: dict[tuple[str, str], str]
+    note: str
+
+
+def rank_groups(heads: Headlines, items: dict[str, dict[str, ItemValues | None]] | None = None,
+                boot: Bootstrap | None = None) -> RankGroups:
+    """The matrix's rank groups (:func:`~harness.scores.ranking.rank_task`): from the paired
+    bootstrap on the same stimuli where ``items`` (model -> task -> its primary score per
+    stimulus: a recipe's end has them) covers every model of a task, else from the logged
+    intervals alone (models share a group where their 95% intervals overlap: a coarser test,
+    which the note names)."""
+    items = items or {}
+    letters: dict[tuple[str, str], str] = {}
+    unpaired = []
+    for task, name in heads.names.items():
+        entries = {m: (s, items.get(m, {}).get(task)) for (m, t), s in heads.cells.items() if t == task}
+        ranking = rank_task(entries, boot or Bootstrap(), name)
+        if any(it is None for _, it in entries.values()):
+            unpaired.append(task)
+        letters.update({(r.model_id, task): r.groups for r in ranking.ranked})
+    note = "letters: rank groups (models sharing a letter are not told apart): "
+    if not unpaired:
+        note += "paired bootstrap of each difference on the same stimuli"
+    elif len(unpaired) == len(heads.names):
+        note += "overlapping 95% intervals (not paired)"
+    else:
+        note += f"paired bootstrap; overlapping 95% intervals (not paired) for {', '.join(unpaired)}"
+    return RankGroups(letters, note)
+
+
+def experiment_summary(tracking_uri: str, experiment: str, run_ids: list[str] | None = None,
+                       items: dict[str, dict[str, ItemValues | None]] | None = None,
+                       boot: Bootstrap | None = None) -> Summary | None:
+    """The experiment's summary run after a recipe (:mod:`~harness.reports.summary`): its
+    answer's figures from the runs ``run_ids`` (else the latest per model), rank groups paired
+    where ``items`` has each model's per-stimulus values. None where no task has a headline on
+    the matrix's scale (MLAE tasks alone: their figures are per run)."""
+    runs = load_runs(tracking_uri, experiment, run_ids)
+    tasks = task_order(runs)
+    runs = ordered_models(runs, tasks)
+    heads = headlines(runs, tasks)
+    groups = rank_groups(heads, items, boot)
+    figures = answer_figures(runs, heads, groups)
+    return _log_summary(tracking_uri, experiment, runs, heads, figures, groups) if figures else None
+
+
+def _log_summary(tracking_uri: str, experiment: str, runs: list[BatteryRunData], heads: Headlines,
+                 figures: dict[str, bytes], groups: RankGroups) -> Summary:
+    return log_summary(tracking_uri, experiment, runs[0].experiment_id,
+                       [ModelRun(r.model, r.family, r.run_id, r.tags.get(RUN_COLOR_TAG)) for r in runs],
+                       heads.names, figures, groups.letters, groups.note)
+
+
+def answer_figures(runs: list[BatteryRunData], heads: Headlines, groups: RankGroups) -> dict[str, bytes]:
+    """The experiment's answer, as the paper draws it: the matrix (name ``matrix.png``) and, for
+    each task of the family that scores both accuracy and error consistency, the dissociation
+    of the two (``accuracy_vs_kappa.png``; the silhouettes in the shipped battery)."""
+    colors = family_colors([r.family for r in runs])
     out: dict[str, bytes] = {}
     if heads.names:
         out["matrix.png"] = _png(F.agreement_matrix_figure(
             [(r.model, r.family) for r in runs], list(heads.names.items()), heads.cells,
-            heads.unavailable))
-    points = [{"label": r.model, "group": r.family, "color": colors[r.family],
-               "accuracy": F.score_named(r.scores[SILHOUETTE], "accuracy"),
-               "kappa": F.score_named(r.scores[SILHOUETTE], "kappa")}
-              for r in runs if F.score_named(r.scores.get(SILHOUETTE, []), "kappa") is not None]
-    if points:
-        out["accuracy_vs_kappa.png"] = _png(F.accuracy_kappa_figure(
-            points, title=f"{SILHOUETTE}: accuracy vs error consistency, {len(points)} models"))
-    curves = [{"label": r.model, "scores": r.scores[SERIES_COUNT]}
-              for r in runs if F.score_named(r.scores.get(SERIES_COUNT, []), "capacity") is not None]
-    if curves:
-        out["a_k.png"] = _png(F.capacity_figure(
-            curves, title=f"{SERIES_COUNT}: a(k) of {len(curves)} models against the capacity band"))
-    by_model = {r.model: {t: sc for t, sc in r.scores.items() if t.startswith("literacy.chart.")}
+            heads.unavailable, groups=groups.letters, groups_note=groups.note))
+    tasks = [t for t in heads.names if _family_name(t) == "classification_vs_observers"]
+    for task in tasks[:1]:
+        points = [{"label": r.model, "group": r.family, "color": colors[r.family],
+                   "accuracy": F.score_named(r.scores[task], "accuracy"),
+                   "kappa": F.score_named(r.scores[task], "kappa")}
+                  for r in runs if F.score_named(r.scores.get(task, []), "kappa") is not None
+                  and F.score_named(r.scores[task], "accuracy") is not None]
+        if points:
+            out["accuracy_vs_kappa.png"] = _png(F.accuracy_kappa_figure(
+                points, title=f"{task}: accuracy vs error consistency, {len(points)} models"))
+    return out
+
+
+def _family_name(task_id: str) -> str | None:
+    family = family_of(task_id)
+    return None if family is None else family.name
+
+
+def report_figures(runs: list[BatteryRunData], heads: Headlines,
+                   groups: RankGroups | None = None) -> dict[str, bytes]:
+    """name -> PNG bytes of the cross-model figures (only those the runs have data for), the
+    answer's first (:func:`answer_figures`), each chosen by the tasks' scoring families."""
+    out = answer_figures(runs, heads, groups or rank_groups(heads))
+    for task in [t for t in task_order(runs) if _family_name(t) == "capacity"][:1]:
+        curves = [{"label": r.model, "scores": r.scores[task]}
+                  for r in runs if F.score_named(r.scores.get(task, []), "capacity") is not None]
+        if curves:
+            out["a_k.png"] = _png(F.capacity_figure(
+                curves, title=f"{task}: a(k) of {len(curves)} models against the capacity band"))
+    by_model = {r.model: {t: sc for t, sc in r.scores.items() if _family_name(t) == "chart6"}
                 for r in runs}
     if any(by_model.values()):
         out.update({name: _png(fig) for name, fig in chart6_report_figures(by_model).items()})
+    out.update({name: _png(fig) for name, fig in texture_vs_shape_report_figures(
+        {r.model: r.scores for r in runs}, {r.model: r.family for r in runs}).items()})
     networks = [(f"{r.model}\n{t}", sc) for r in runs for t, sc in r.scores.items()
-                if t.startswith("ratio.chart.") and level_curves(sc)]
+                if _family_name(t) == "mlae_vs_humans" and level_curves(sc)]
     if len(networks) >= 2:
         out["generalization_matrix.png"] = _png(generalization_matrix_figure(networks))
     if len(heads.names) >= 2:
@@ -458,9 +572,9 @@ def _img(name: str, png: bytes, caption: str) -> str:
 
 
 def mlflow_run_url(tracking_uri: str, run: BatteryRunData) -> str:
-    """The run's page: on the tracking server, or on `gestalt ui`'s default address for a local store."""
-    base = tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
-    return f"{base}/#/experiments/{run.experiment_id}/runs/{run.run_id}"
+    """The run's page: on the tracking server, or for a local store where `gestalt ui` serves it
+    (its default address when it is not running)."""
+    return f"{ui_base(tracking_uri)}/#/experiments/{run.experiment_id}/runs/{run.run_id}"
 
 
 def _run_link(tracking_uri: str, run: BatteryRunData) -> str:
@@ -557,7 +671,10 @@ def _safe(name: str) -> str:
 
 def build_report(tracking_uri: str, experiment: str, out_dir: str | Path,
                  run_ids: list[str] | None = None, recipe: str | None = None) -> dict[str, Path]:
-    """Write the cross-model report into ``out_dir``; returns name -> path of what it wrote."""
+    """Write the cross-model report into ``out_dir`` and the experiment's summary run
+    (:mod:`~harness.reports.summary`; rank groups from the logged intervals: the per-stimulus
+    values of a paired bootstrap are a recipe's, :func:`experiment_summary`); returns name ->
+    path of what it wrote."""
     runs = load_runs(tracking_uri, experiment, run_ids, recipe)
     dup = sorted({r.model for r in runs if sum(x.model == r.model for x in runs) > 1})
     if dup:
@@ -577,7 +694,8 @@ def build_report(tracking_uri: str, experiment: str, out_dir: str | Path,
         written[name] = path
 
     heads = headlines(runs, tasks)
-    figs = report_figures(runs, heads)
+    groups = rank_groups(heads)
+    figs = report_figures(runs, heads, groups)
     for name, png in figs.items():
         put(name, png)
     rows = score_rows(runs, tasks)
@@ -607,17 +725,23 @@ def build_report(tracking_uri: str, experiment: str, out_dir: str | Path,
         links.append(f'<li><a href="{html.escape(page)}">{html.escape(r.model)}</a> '
                      f"({html.escape(r.family)}; MLflow run <a href=\"{html.escape(mlflow_run_url(tracking_uri, r))}\">"
                      f"{html.escape(r.run_id[:8])}</a>)</li>")
-    index = [f"<h1>gestalt report: {html.escape(experiment)}</h1>",
-             f"<p>{len(runs)} models; one scorecard per model:</p>", "<ul>" + "".join(links) + "</ul>",
-             "<h2>Tasks</h2>", _table(["task", "scored for", "unavailable"], task_rows(runs, tasks))]
+    captions = report_captions(runs, heads)
+    index = [f"<h1>gestalt report: {html.escape(experiment)}</h1>"]
+    if "matrix.png" in figs:  # the answer first, and in MLflow
+        summary = _log_summary(tracking_uri, experiment, runs, heads, figs, groups)
+        index += [_img("matrix.png", figs["matrix.png"], captions["matrix.png"]),
+                  f'<p>In MLflow: the experiment\'s <a href="{html.escape(summary.url)}">summary run</a> '
+                  f"(this matrix and the dissociation figure).</p>"]
+    index += [f"<p>{len(runs)} models; one scorecard per model:</p>", "<ul>" + "".join(links) + "</ul>",
+              "<h2>Tasks</h2>", _table(["task", "scored for", "unavailable"], task_rows(runs, tasks))]
     if humans:
         index += ["<h2>Human references (same stimuli)</h2>",
                   _table(["task", "score", "value", "95% CI", "n", "method"],
                          [[h["task"], h["score"], _fmt(h["value"]), _ci(h), _fmt(h["n"]), h["method"]]
                           for h in humans], num_from=2)]
-    captions = report_captions(runs, heads)
     index.append("<h2>Figures</h2>")
-    index += [_img(name, png, captions.get(name) or figure_caption(name)) for name, png in figs.items()]
+    index += [_img(name, png, captions.get(name) or figure_caption(name)) for name, png in figs.items()
+              if name != "matrix.png"]
     bracket = any_nulls(rows)
     index += ["<h2>Scores</h2>", _table(
         ["model", "task", "score", "value", "95% CI", "floor", "ceiling", "null rate",

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..stimuli.base import ObserverPanel, StimulusSet
+from ..stimuli.silhouette import modal_response
 from .bootstrap import (
     N_BOOT_DEFAULT,
     Statistic,
@@ -177,11 +178,9 @@ def best_constant(targets: list[Any]) -> float:
     return max(targets.count(t) for t in set(targets)) / len(targets)
 
 
-# The paper's observer ranges on its (unidentified) split, to compare with this split's.
-PAPER_RANGES = {"kappa_pairwise": (0.150, 0.812), "kappa_loo": (0.313, 0.616),
-                "accuracy": (0.59, 0.84)}
 ONE_LEVEL = "percentile bootstrap over stimuli"
-TWO_LEVEL = "two-level bootstrap: stimuli x observers, percentile re-centred on the estimate"
+TWO_LEVEL = ("two-level crossed bootstrap: stimuli x observers resampled jointly (a drawn observer "
+             "brings their answers on every drawn stimulus), percentile re-centred on the estimate")
 
 
 def _pairwise_kappas(h: np.ndarray) -> np.ndarray:
@@ -254,29 +253,32 @@ def score_classification_vs_observers(records: list[dict], stimset: StimulusSet,
     items = np.array([index[r["stimulus_id"]] for r in ok], dtype=int)
     response = [r["response"] for r in ok]
     m = np.array([r["response"] == test[i].ground_truth for r, i in zip(ok, items)], float)
-    match = np.array([r == test[i].human_target for r, i in zip(response, items)], float)
     observer_correct = np.asarray(panel.correct, float)
-    # An observer's own decisions (source: decisions) are compared with the panel without them:
-    # with them, kappa compares the observer partly with itself and is inflated.
+    responses = np.asarray(panel.responses, dtype=object)
+    modal = [s.human_target for s in test]
+    # An observer's own decisions (source: decisions) are compared with the panel without them,
+    # everywhere: in kappa's p_i, in the modal answers B is scored against and in the B and kappa
+    # ceilings. With them, the observer is partly compared with itself.
     own = {str((r.get("extras") or {}).get("observer")) for r in records} & set(panel.observers)
     panel_note = ""
     if own:
         keep = [j for j, o in enumerate(panel.observers) if o not in own]
-        observer_correct = observer_correct[keep]
+        observer_correct, responses = observer_correct[keep], responses[:, keep]
+        modal = [modal_response(list(row), s.ground_truth) for row, s in zip(responses, test)]
         panel_note = (f"; leave-one-out: observer {', '.join(sorted(own))}'s own decisions vs the "
-                      f"other {len(keep)} observers")
+                      f"modal answers, accuracies and ceilings of the other {len(keep)} observers")
     p = observer_correct.mean(axis=0)
     n = len(ok)
     v = nulls / len(records) if records else 0.0
     version = stimset.version
     truth = [s.ground_truth for s in test]
-    modal = [s.human_target for s in test]
+    match = np.array([r == modal[i] for r, i in zip(response, items)], float)
 
     # human references describe the panel on the full test split
     human_all = observer_correct
     j_obs, n_all = human_all.shape
     vocab = {c: k for k, c in enumerate(stimset.options)}
-    labels = np.vectorize(lambda a: vocab.get(a, -1), otypes=[int])(panel.responses)
+    labels = np.vectorize(lambda a: vocab.get(a, -1), otypes=[int])(responses)
     ref = panel_references(human_all, labels, len(vocab), n_boot, n_boot_kappa, seed)
     obs_k = observer_indices(j_obs, n_boot_kappa, seed)
 
@@ -304,19 +306,20 @@ def score_classification_vs_observers(records: list[dict], stimset: StimulusSet,
     def human(name: str, est: tuple[float, float, float], method: str,
               extra: dict[str, Any]) -> Score:
         return Score(name=name, value=est[0], ci_low=est[1], ci_high=est[2], n=n_all, nulls=0,
-                     version=version, method=f"{method}; {panel.split}", extra=extra)
+                     version=version, method=f"{method}; {panel.split}{panel_note}", extra=extra)
 
     def spread(values: np.ndarray, paper: str) -> dict[str, Any]:
-        lo_, hi_ = PAPER_RANGES[paper]
-        return {"range_min": float(values.min()), "range_max": float(values.max()),
-                "paper_range": [lo_, hi_]}
+        out: dict[str, Any] = {"range_min": float(values.min()), "range_max": float(values.max())}
+        if paper in panel.paper_ranges:  # the paper's ranges, where it reports them
+            out["paper_range"] = list(panel.paper_ranges[paper])
+        return out
 
     kboot = f"{ONE_LEVEL}, {n_boot_kappa} draws; {TWO_LEVEL} in extra"
     return [
         rec("accuracy", acc, f"mean 1[r=g]; {ONE_LEVEL}, {n_boot} draws; floor: best constant "
             "answer", floor=best_constant(truth), extra={"human_accuracy": float(p.mean())}),
         rec("B", b, f"mean 1[r=modal human response]; {ONE_LEVEL}, {n_boot} draws; floor: best "
-            "constant answer vs the modal answers; ceiling: human_loo_modal_agreement",
+            "constant answer vs the modal answers; ceiling: human_loo_modal_agreement" + panel_note,
             floor=best_constant(modal), ceiling=ref.b_ceiling,
             extra={"B_full_low": lo, "B_full_high": hi, "null_fraction": v}),
         rec("kappa", kap, f"aggregate error consistency vs panel p_i; {kboot}" + panel_note,

@@ -2,8 +2,9 @@
 
 Model responses are deterministic, so a model score's interval resamples stimuli with replacement
 and recomputes the full statistic per draw. Human-derived quantities (ceilings, and model scores
-measured against the panel) also carry a two-level interval that redraws the observers too
-(:func:`recentred_ci`).
+measured against the panel) also carry a two-level interval that redraws the observers too,
+crossed with the stimuli: a drawn observer brings their answers on every drawn stimulus, so a
+person's consistent leaning is resampled as one unit (:func:`recentred_ci`).
 A statistic is written once for a 2-D index matrix: ``stat(idx)`` gets ``idx`` of shape
 (draws, n) and returns (draws,), so the point estimate is ``stat(arange(n)[None])[0]``.
 """
@@ -13,10 +14,13 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections import OrderedDict
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .record import Score
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -72,6 +76,26 @@ def recentred_ci(value: float, draws: np.ndarray, level: float = 0.95) -> tuple[
     if d.size == 0:
         return float("nan"), float("nan")
     return percentile_ci(d - (d.mean() - value), level)
+
+
+# A method clause (methods separate clauses with "; ") that says how an interval was computed
+INTERVAL_WORDS = ("bootstrap", "redraw", "percentile")
+
+
+def interval_methods(scores: Iterable[Score]) -> list[str]:
+    """How the intervals of ``scores`` were computed, in their own words: the clauses of each
+    score's ``method`` that name the resampling, distinct, in order. Captions and scorecards quote
+    them instead of one fixed sentence, because the scorers resample different levels (stimuli;
+    stimuli x observers; trials within each k; random split halves). Scores without an interval
+    contribute nothing."""
+    out: dict[str, None] = {}
+    for s in scores:
+        if s.ci_low is None or s.ci_high is None:
+            continue
+        for clause in s.method.split("; "):
+            if any(word in clause for word in INTERVAL_WORDS):
+                out[clause.strip()] = None
+    return list(out)
 
 
 def _content_key(value: Any) -> Any:

@@ -9,8 +9,8 @@ HOLF/HOLF-Multi/ChartQA-Human), so it never depends on what a runner filled in. 
   and over *all* presentations with invalid ones counted wrong;
 - human proportion correct (``stimset.human.prop_correct``, a
   :class:`~harness.stimuli.base.LiteracyItems`). Where that sample answered another format than
-  models (GGR's default sample: a multiple-choice conversion of the numeric items), the gap and
-  error-pattern scores say so in their method and ``extra['format_mismatch']``.
+  models (GGR's default sample: a multiple-choice conversion of the numeric items), the human
+  means, gap and error-pattern scores say so in their method and ``extra['format_mismatch']``.
 
 Scores (each a :class:`Score` with a 95% percentile CI from 1,000 item-bootstrap draws):
 
@@ -269,7 +269,8 @@ def score_chart6(records: list[dict], stimset: StimulusSet, *, boot: Bootstrap =
         for level in sorted({str(s.meta[key]) for s in test if s.meta.get(key) is not None}):
             group = labels == level
             scores += _accuracy_scores(table, h, chance, answered & group, has_valid & group,
-                                       scoring, boot, est, prefix=f"{key}/{level}/", gaps=False)
+                                       scoring, boot, est, prefix=f"{key}/{level}/", gaps=False,
+                                       mismatch=human.format_mismatch)
     return scores
 
 
@@ -289,7 +290,9 @@ def _accuracy_scores(table, h, chance, answered, has_valid, scoring, boot, est, 
     with_h = answered & ~np.isnan(h)
     if with_h.any():
         out.append(est(f"{prefix}human_accuracy", _mean(h[with_h]), int(with_h.sum()),
-                       f"mean human per-item proportion correct on the items the model answered; {boot}"))
+                       f"mean human per-item proportion correct on the items the model answered; {boot}"
+                       + (f"; {mismatch}" if mismatch else ""),
+                       extra={"format_mismatch": mismatch} if mismatch else {}))
     if not gaps:
         return out
     for name, mask, p in (("gap_valid", has_valid, table.p_valid), ("gap_all", answered, table.p_all)):

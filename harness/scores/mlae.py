@@ -31,8 +31,11 @@ counterpart). Every score's ``method`` names its form.
 Human references (StimulusSet.human, a stimuli.bars.humans.MLAEReferences loaded from the
 sources) go in each Score's ``extra``, never in ``ceiling``: people are not an
 upper bound on this task (GRAPE's CNNs beat them IID). ``floor`` is chance: the same MLAE form
-for guesses uniform on [0, 1] over the same truths (mean of ``CHANCE_DRAWS`` seeded draws),
-about 4.7 in Haehn's form as Haehn reports. ``mlae_minus_human`` scores give model minus human
+for guesses uniform on [0, 1] over the same truths (mean of ``CHANCE_DRAWS`` seeded draws). In
+Haehn's form its expectation is about 5.0: 4.995 on GRAPE's type-1 test set (1,000 charts, seed
+0) and 4.881 on the Haehn-generated one, whose truths differ (tests/test_chance_floor.py
+recomputes both).
+``mlae_minus_human`` scores give model minus human
 directly (CI from the model's bootstrap, the human value held fixed).
 
 Grad-CAM IoU (GRAPE Eq. 4): the map (models/regressors.py: on a layer that keeps both image

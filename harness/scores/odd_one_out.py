@@ -14,9 +14,10 @@ Model scores (over parseable trials; the null fraction v and the bracket (1-v)x 
   B above it is not better; B can still reach 1, and that ceiling is a reference, not a bound.
   Against a majority reference ``extra['B_ties_split']`` counts a response to any of t tied
   majority positions as 1/t.
-- ``individual_agreement``: mean over triplets of the share of human votes equal to the model's
-  choice. Its ceiling is exactly ``human_individual_agreement`` (what always choosing the majority
-  scores), so (value - floor) / (ceiling - floor) cannot exceed 1.
+- ``individual_agreement``: mean over the answered triplets of the share of human votes equal to
+  the model's choice. Its ceiling is exactly what always choosing the majority scores on those same
+  triplets (``human_individual_agreement`` when nothing is null), so (value - floor) /
+  (ceiling - floor) cannot exceed 1.
 - Floors: the best a position-only (constant) strategy scores on these targets, max_k of the
   score of always answering k (for B: max_k f_k, f_k the share of targets at position k).
 
@@ -31,10 +32,12 @@ Human references (scores named ``human_*``):
 - ``human_modal_test_retest``: the cited 0.863, with its source.
 
 Intervals: percentile bootstrap over triplets (one level, ``ci_low``/``ci_high``) and, for every
-human-derived quantity and for ``individual_agreement``, a two-level bootstrap (triplets, then the
-votes within each resampled triplet, multinomially; for the split half, within each half; the
-draws re-centred on the estimate, bootstrap.recentred_ci) in ``extra['ci_low_two_level']`` /
-``['ci_high_two_level']``. Each record's method names both.
+human-derived quantity and for ``individual_agreement``, a crossed two-level bootstrap in
+``extra['ci_low_two_level']`` / ``['ci_high_two_level']``: the triplets and the raters are
+resampled jointly, a drawn rater bringing their answers on every drawn triplet they rated (the
+mark colours' 20 subjects answered all 120 triplets; a THINGS worker answered some of the
+triplets), so a person's consistent leaning counts once per person, not once per triplet. The
+draws are re-centred on the estimate (bootstrap.recentred_ci). Each record's method names both.
 """
 
 from __future__ import annotations
@@ -61,8 +64,9 @@ CITED_B_CEILING_SOURCE = (
     "published test-retest consistency of the human modal choice (Gestalt paper, appendix D.3, "
     "THINGS data), not computed from sources")
 ONE_LEVEL = "percentile bootstrap over triplets"
-TWO_LEVEL = ("two-level bootstrap: triplets x votes within triplet (multinomial), percentile "
-             "re-centred on the estimate")
+TWO_LEVEL = ("two-level crossed bootstrap: triplets and raters resampled jointly (a drawn rater "
+             "brings their answers on every drawn triplet they rated), percentile re-centred on "
+             "the estimate")
 
 
 def position_shares(targets: np.ndarray) -> list[float]:
@@ -106,11 +110,62 @@ def majority_match(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (top_a & top_b).sum(axis=-1) / (top_a.sum(axis=-1) * top_b.sum(axis=-1))
 
 
-def resample_votes(votes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Each triplet's m votes redrawn with replacement (multinomial at its own shares)."""
-    v = np.asarray(votes, dtype=np.int64)
-    m = v.sum(axis=-1)
-    return rng.multinomial(m, v / m[..., None])
+def rater_weights(n_raters: int, n_boot: int, seed: int) -> np.ndarray:
+    """(n_boot, n_raters): how often each rater is drawn when as many raters as there are are
+    drawn with replacement; a rater's weight applies to all their answers at once."""
+    drawn = np.random.default_rng([seed, 11]).integers(0, n_raters, size=(n_boot, n_raters))
+    weights = np.zeros((n_boot, n_raters))
+    np.add.at(weights, (np.arange(n_boot)[:, None], drawn), 1)
+    return weights
+
+
+def _per_triplet_mean(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Mean over the last axis (triplets) of the valid entries; NaN where none is valid."""
+    count = valid.sum(axis=-1)
+    total = np.where(valid, values, 0.0).sum(axis=-1)
+    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def crossed_draws(raters: np.ndarray, choices: np.ndarray, idx: np.ndarray, weights: np.ndarray,
+                  rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """The crossed (triplets x raters) bootstrap of the human references, one row per draw.
+
+    ``idx`` (draws, n) resamples the triplets and ``weights`` (draws, raters) the raters, jointly
+    across triplets: a rater drawn twice counts twice on every drawn triplet they answered, one
+    not drawn on none. Per draw: the weighted votes of each drawn triplet (``votes``, draws x n x
+    3), the majority agreement, the leave-one-out agreement (each answer vs the majority of the
+    *other* raters: a rater's copies are never their own others) and the agreement of the
+    majorities of two random halves of each triplet's raters (a rater's copies stay in one half).
+    A triplet none of whose raters is drawn (or with an empty half) drops out of that draw.
+    """
+    chunk = max(1, 2_000_000 // max(1, idx.shape[1] * raters.shape[1]))  # bounds the memory
+    out: dict[str, list[np.ndarray]] = {k: [] for k in ("votes", "majority", "loo", "split_half")}
+    m = (raters >= 0).sum(axis=1)
+    for start in range(0, len(idx), chunk):
+        t = idx[start:start + chunk]
+        rows = np.arange(len(t))[:, None, None]
+        slot_rater = raters[t]
+        w = np.where(slot_rater >= 0, weights[start:start + chunk][rows, np.maximum(slot_rater, 0)], 0.0)
+        onehot = choices[t][..., None] == np.array(POSITIONS)  # (draws, n, R, 3)
+        cast = w[..., None] * onehot
+        votes = cast.sum(axis=2)
+        total = votes.sum(axis=-1)
+        out["votes"].append(votes)
+        out["majority"].append(_per_triplet_mean(votes.max(axis=-1) / np.maximum(total, 1), total > 0))
+        others = votes[:, :, None, :] - cast  # (draws, n, R, 3): the other raters' votes
+        top = (others == others.max(axis=-1, keepdims=True)) & (others.sum(axis=-1, keepdims=True) > 0)
+        agree = (top & onehot).sum(axis=-1) / np.maximum(top.sum(axis=-1), 1)
+        counted = w * top.any(axis=-1)
+        per_triplet = (counted * agree).sum(axis=-1)
+        weight = counted.sum(axis=-1)
+        out["loo"].append(_per_triplet_mean(per_triplet / np.maximum(weight, 1), weight > 0))
+        keys = np.where(slot_rater >= 0, rng.random(slot_rater.shape), 2.0)
+        rank = np.argsort(np.argsort(keys, axis=-1), axis=-1)
+        in_a = (rank < (m[t] // 2)[..., None])[..., None]
+        half_a, half_b = (cast * in_a).sum(axis=2), (cast * ~in_a).sum(axis=2)  # empty slots weigh 0
+        both = (half_a.sum(axis=-1) > 0) & (half_b.sum(axis=-1) > 0)
+        out["split_half"].append(_per_triplet_mean(majority_match(half_a, half_b), both))
+    return {k: np.concatenate(v) for k, v in out.items()}
 
 
 def _interval(value: float, draws: np.ndarray, two_level: bool = False) -> tuple[float, float, float]:
@@ -119,30 +174,31 @@ def _interval(value: float, draws: np.ndarray, two_level: bool = False) -> tuple
 
 
 @once_per_input
-def human_references(votes: np.ndarray, n_boot: int, seed: int) -> dict[str, dict[str, Any]]:
-    """Each human reference: value, one-level and two-level 95% intervals."""
+def human_references(votes: np.ndarray, raters: np.ndarray, choices: np.ndarray, n_boot: int,
+                     seed: int) -> dict[str, dict[str, Any]]:
+    """Each human reference: value, one-level (triplets) and crossed (triplets x raters) 95%
+    intervals."""
     v = np.asarray(votes, dtype=np.int64)
     n = len(v)
     rng = np.random.default_rng([seed, 10])
     idx = resample_indices(n, n_boot, seed)
-    v_two = resample_votes(v[idx], rng)  # (draws, n, 3): triplets, then votes within triplet
+    crossed = crossed_draws(raters, choices, idx, rater_weights(int(raters.max()) + 1, n_boot, seed),
+                            np.random.default_rng([seed, 12]))
     out: dict[str, dict[str, Any]] = {}
-    for name, per_triplet in (("human_individual_agreement", majority_agreement),
-                              ("human_individual_agreement_loo", loo_majority_agreement)):
+    for name, per_triplet, key in (("human_individual_agreement", majority_agreement, "majority"),
+                                   ("human_individual_agreement_loo", loo_majority_agreement, "loo")):
         values = per_triplet(v)
         out[name] = {"one": _interval(float(values.mean()), values[idx].mean(axis=-1)),
-                     "two": _interval(float(values.mean()), per_triplet(v_two).mean(axis=-1), True)}
+                     "two": _interval(float(values.mean()), crossed[key], True)}
     # split half: the point is the mean over n_boot random splits; each one-level draw resamples
-    # triplets under a fresh split, each two-level draw also resamples the votes within each half
+    # triplets under a fresh split
     half_a, half_b = split_halves(np.broadcast_to(v, (n_boot, *v.shape)), rng)
     per_split = majority_match(half_a, half_b)
     value = float(per_split.mean())
-    rows = np.arange(n_boot)[:, None]
-    one = per_split[rows, idx].mean(axis=-1)
-    a2, b2 = resample_votes(half_a[rows, idx], rng), resample_votes(half_b[rows, idx], rng)
+    one = per_split[np.arange(n_boot)[:, None], idx].mean(axis=-1)
     out["human_majority_split_half"] = {"one": _interval(value, one),
-                                        "two": _interval(value, majority_match(a2, b2).mean(axis=-1), True)}
-    out["_two_level_votes"] = {"idx": idx, "votes": v_two}
+                                        "two": _interval(value, crossed["split_half"], True)}
+    out["_crossed_votes"] = {"idx": idx, "votes": crossed["votes"]}
     return out
 
 
@@ -186,8 +242,9 @@ def score_odd_one_out(records: list[dict], stimset: StimulusSet, *,
                          f"e.g. {sorted(missing)[0]}")
 
     votes = np.asarray(human.votes)
-    refs = dict(human_references(votes, n_boot, seed))  # a copy: the result is shared
-    resampled = refs.pop("_two_level_votes")
+    # a copy: the result is shared
+    refs = dict(human_references(votes, np.asarray(human.raters), np.asarray(human.choices), n_boot, seed))
+    resampled = refs.pop("_crossed_votes")
     version = stimset.version
     interval_method = f"{ONE_LEVEL}, {n_boot} draws, seed {seed}; {TWO_LEVEL} in extra"
     human_scores = [
@@ -237,8 +294,8 @@ def score_odd_one_out(records: list[dict], stimset: StimulusSet, *,
                    f"draws, seed {seed}; ceiling: cited {CITED_B_CEILING}, {CITED_B_CEILING_SOURCE}",
             version=version, ceiling=CITED_B_CEILING, floor=max(f), extra=extra))
 
-    # individual agreement: the two-level draws reuse the references' resampled triplets and
-    # votes, so model and ceiling intervals come from the same draws
+    # individual agreement: the crossed draws reuse the references' resampled triplets and
+    # raters, so model and ceiling intervals come from the same draws
     agree = shares[items, response - 1]
     est = bootstrap(mean_stat(agree), n, n_boot, seed)
     lookup = np.full(len(ids), -1)
@@ -248,17 +305,21 @@ def score_odd_one_out(records: list[dict], stimset: StimulusSet, *,
     if n:
         answered = lookup[draw_idx]
         resp = np.where(answered >= 0, response[np.maximum(answered, 0)], 1) - 1
-        got = np.take_along_axis(draw_votes, resp[..., None], axis=-1)[..., 0] / draw_votes.sum(axis=-1)
-        keep = answered >= 0
-        two = _interval(est[0], (got * keep).sum(axis=1) / np.maximum(keep.sum(axis=1), 1), True)
-    ceiling = refs["human_individual_agreement"]["one"][0]
+        drawn = draw_votes.sum(axis=-1)
+        got = np.take_along_axis(draw_votes, resp[..., None], axis=-1)[..., 0] / np.maximum(drawn, 1)
+        two = _interval(est[0], _per_triplet_mean(got, (answered >= 0) & (drawn > 0)), True)
+    # ceiling and floor over the same answered triplets as the score: over all of them, a model
+    # that answers only where people agree most would beat the ceiling
+    scored = items if n else np.arange(len(ids))
+    ceiling = float(majority_agreement(votes)[scored].mean())
     lo, hi = null_bracket(est[0], v)
     scores.append(Score(
         name="individual_agreement", value=est[0], ci_low=est[1], ci_high=est[2], n=n,
         nulls=nulls, version=version,
         method=f"mean over triplets of the share of human votes equal to the model's choice; "
-               f"{interval_method}; ceiling: human_individual_agreement (always choosing the majority)",
-        ceiling=ceiling, floor=float(shares.mean(axis=0).max()),
+               f"{interval_method}; ceiling: human_individual_agreement (always choosing the "
+               f"majority) over the same {n} answered triplets",
+        ceiling=ceiling, floor=float(shares[scored].mean(axis=0).max()),
         extra={"ceiling_is_bound": True, "null_fraction": v, "individual_agreement_full_low": lo,
                "individual_agreement_full_high": hi, **_two_level_extra(two)}))
     return scores + human_scores

@@ -11,14 +11,17 @@ decoded here.
 ``headline`` names a family's own scores that summarise a model (patterns as in
 :mod:`fnmatch`); ``primary`` is the task's single number on a higher-is-better scale between
 floor and ceiling (the report's matrix, ranking and rank correlations; None for an error
-measure such as MLAE). The run summary, the scorecards and the report all read them from here.
+measure such as MLAE). A family also owns how its scores are shown: the task's one headline
+(:meth:`Family.lead_score`), its short metric name in the runs table (``short``), the few
+``secondary`` scores a run logs besides it and each score's decimals in tables. The terminal,
+the tracking layer, the scorecards and the report all ask the family, never a task id.
 Scorers are pure numpy: this stage never imports torch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Literal
 
@@ -50,6 +53,13 @@ class Family:
     scorer: str  # "module:function"
     headline: tuple[str, ...]  # fnmatch patterns of the model's headline scores, most telling first
     primary: tuple[str, ...] = ()  # the task's single number: the first of these with a value
+    # the few other scores a scientist compares across runs (logged as run metrics, value only;
+    # every score and interval stays in intervals.json)
+    secondary: tuple[str, ...] = ()
+    # short names of its scores in the runs table: score -> suffix of "<Task>.<suffix>"
+    short: dict[str, str] = field(default_factory=dict, hash=False)
+    # decimals a score is printed with in a table (the same for every model: columns line up); 3 otherwise
+    decimals: dict[str, int] = field(default_factory=dict, hash=False)
 
     def score(self, records: list[dict], stimset: StimulusSet, boot: Bootstrap) -> list[Score]:
         fn: Scorer = resolve(self.scorer)
@@ -65,20 +75,47 @@ class Family:
         by = {s.name: s for s in scores if s.value is not None}
         return next((by[n] for n in self.primary if n in by), None)
 
+    def lead_score(self, scores: Sequence[Score]) -> Score | None:
+        """The task's one headline wherever it is shown (runs table, scorecard, terminal, matrix):
+        the primary score; for a family without one (an error measure such as MLAE, which the
+        matrix leaves out) its first headline score with a value."""
+        if self.primary:
+            return self.primary_score(scores)
+        return next((s for s in self.headline_scores(scores) if s.value is not None), None)
+
+    def short_name(self, task_id: str, score_name: str) -> str:
+        """The score's short metric name, ``<Task>.<short>`` (``Silhouette.B``; a variant
+        BASE:NAME gives ``<Task>.<short>:NAME``): the task's last id part, capitalised, so the
+        headlines sort before every ``<task id>/...`` metric (MLflow's Compare sorts by code
+        point) and stay apart when the runs table truncates a header."""
+        base, _, variant = task_id.partition(":")
+        label = base.rsplit(".", 1)[-1]
+        name = f"{label[:1].upper()}{label[1:]}.{self.short.get(score_name, score_name)}"
+        return f"{name}:{variant}" if variant else name
+
+    def decimals_of(self, score_name: str) -> int:
+        return self.decimals.get(score_name, 3)
+
 
 FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("classification_vs_observers", "harness.scores.agreement:score_classification_vs_observers",
-           ("B", "accuracy", "kappa", "kappa_pairwise"), primary=("B",)),
+           ("B", "accuracy", "kappa", "kappa_pairwise"), primary=("B",), secondary=("kappa", "accuracy")),
     Family("odd_one_out", "harness.scores.odd_one_out:score_odd_one_out", ("B", "B_*", "individual_agreement"),
-           primary=("B",)),
+           primary=("B",), secondary=("individual_agreement",)),
     Family("capacity", "harness.scores.capacity:score_capacity",
-           ("accuracy", "capacity", "capacity_in_band", "mae"), primary=("accuracy",)),
+           ("accuracy", "capacity", "capacity_in_band", "mae"), primary=("accuracy",),
+           secondary=("capacity", "mae"), short={"accuracy": "acc"},
+           decimals={"capacity": 1, "capacity_in_band": 0, "mae": 2}),
     Family("chart6", "harness.scores.chart6:score_chart6",
            ("accuracy_all", "accuracy_valid", "valid_rate", "gap_all", "gap_valid", "error_r_valid",
-            "error_r_all", "retest_r"), primary=("accuracy_all",)),
+            "error_r_all", "retest_r"), primary=("accuracy_all",), secondary=("accuracy_valid", "valid_rate"),
+           short={"accuracy_all": "acc"}),
+    Family("shape_bias", "harness.scores.shape_bias:score_shape_bias",
+           ("shape_bias", "shape_share", "texture_share", "B", "kappa"), primary=("shape_bias",)),
     Family("mlae_vs_humans", "harness.scores.mlae:score_mlae_vs_humans",
            ("mlae", "mlae_midmean", "mlae_haehn", "mlae_minus_human", "mlae_midmean_minus_human",
-            "gradcam_iou")),
+            "gradcam_iou"), secondary=("mlae_minus_human",), decimals={"mlae": 2, "mlae_midmean": 2,
+           "mlae_haehn": 2, "mlae_minus_human": 2, "mlae_midmean_minus_human": 2}),
 ]}
 
 

@@ -20,6 +20,9 @@ class Release:
     licence: str
     citation: str
     urls: dict[str, str] = field(default_factory=dict)  # local path prefix -> URL base
+    # path prefixes of declared files a mirror may hold only some of (a large image set): an absent
+    # one is fetched by URL where downloads are allowed, else left out and counted by the task
+    partial: tuple[str, ...] = ()
 
     @cached_property
     def files(self) -> dict[str, str]:
@@ -31,6 +34,9 @@ class Release:
                 digest, path = line.split(maxsplit=1)
                 out[path.strip()] = digest
         return out
+
+    def is_partial(self, path: str) -> bool:
+        return any(path.startswith(p) for p in self.partial)
 
     def url(self, path: str) -> str | None:
         matches = [p for p in self.urls if path.startswith(p)]
@@ -58,6 +64,31 @@ RELEASES: dict[str, Release] = {
                 "robustness. ICLR 2019."
             ),
             urls={"": f"{_GH}/rgeirhos/texture-vs-shape/ccd0c01d42c0a8a834e90ec141e7f24fa915dc23/"},
+        ),
+        Release(
+            name="geirhos-edges-cue-conflict",
+            description=("Edge drawings (16 classes x 10), cue-conflict images (1,280; a mirror may "
+                         "hold a subset), 10 observers' trials each and published CNN decisions"),
+            licence="CC BY 4.0 (stimuli per DATASET_LICENSE; raw data per model-vs-human's overview)",
+            citation=(
+                "Geirhos, Rubisch, Michaelis, Bethge, Wichmann & Brendel (2019). ImageNet-trained "
+                "CNNs are biased towards texture; increasing shape bias improves accuracy and "
+                "robustness. ICLR 2019. Geirhos, Meding & Wichmann (2020). Beyond accuracy: "
+                "quantifying trial-by-trial behaviour of CNNs and humans by measuring error "
+                "consistency. NeurIPS 2020."
+            ),
+            urls={"": f"{_GH}/rgeirhos/texture-vs-shape/ccd0c01d42c0a8a834e90ec141e7f24fa915dc23/"},
+            partial=("stimuli/style-transfer-preprocessed-512/",),
+        ),
+        Release(
+            name="imagenet-16-class-mapping",
+            description="ImageNet-1k class indices of the 16 entry-level classes (model-vs-human)",
+            licence="MIT (bethgelab/model-vs-human); the index lists taken as data",
+            citation=(
+                "Geirhos, Narayanappa, Mitzkus, Thieringer, Bethge, Wichmann & Brendel (2021). "
+                "Partial success in closing the gap between human and machine vision. NeurIPS 2021."
+            ),
+            # indices.json was read out of model-vs-human's source by the mirror: mirror only
         ),
         Release(
             name="perceptual-kernels",

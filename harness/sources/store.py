@@ -58,7 +58,7 @@ class Sources:
         mirror = mirror or os.environ.get("GESTALT_MIRROR")
         self.mirror = Path(mirror).resolve() if mirror else None
         self.root = Path(root).resolve() if root else DEFAULT_DATA_ROOT
-        self._verified: set[str] = set()
+        self._verified: dict[str, int] = {}  # release -> files verified here
 
     @property
     def base(self) -> Path:
@@ -73,10 +73,18 @@ class Sources:
         if relpath not in rel.files:
             raise DataError(f"{release}/{relpath}: not a declared file of release {release!r}")
         path = self.release_dir(release) / relpath
-        if not path.is_file():  # only a mirror-derived file can be absent after verify()
+        if not path.is_file() and rel.is_partial(relpath):
+            raise DataError(f"{path}: not here (the mirror holds a subset, or downloads are off); "
+                            f"`gestalt data pull {release}` without --mirror and --offline fetches it")
+        if not path.is_file():  # else only a mirror-derived file can be absent after verify()
             raise DataError(f"{path}: derived by the mirror, not in the public release; "
                             f"use --mirror (or $GESTALT_MIRROR) with a copy of shared/sources")
         return path
+
+    def present(self, release: str, relpath: str) -> bool:
+        """Whether a declared file is here (verified with its release): the files of a partial
+        set that a mirror, or an offline data root, holds."""
+        return relpath in get_release(release).files and (self.release_dir(release) / relpath).is_file()
 
     def sha256(self, release: str, relpath: str) -> str:
         return get_release(release).files[relpath]
@@ -90,6 +98,8 @@ class Sources:
             p = folder / relpath
             if not p.is_file() and self.mirror is None and rel.url(relpath) is None:
                 continue  # mirror-derived file: checked when read (see path())
+            if not p.is_file() and rel.is_partial(relpath):
+                continue  # of a set that may be held in part: the task counts what is here
             if not p.is_file():
                 found.append(f"{p}: missing")
             elif file_sha256(p) != expected:
@@ -97,14 +107,17 @@ class Sources:
         return found
 
     def verify(self, name: str) -> int:
-        """Check every declared file of a release; raise DataError naming the first bad one.
+        """Check every declared file of a release; raise DataError naming the first bad one. Returns
+        how many are here (a partial set's absent files are not).
 
         Without a mirror, a release whose files are only missing (none changed) is pulled by URL
         first, unless offline()."""
         if name in self._verified:
-            return len(get_release(name).files)
+            return self._verified[name]
         problems = self.problems(name)
-        if problems and self.mirror is None and not offline() and all(
+        rel = get_release(name)
+        partial_absent = self.mirror is None and self.absent_partial(name) > 0
+        if (problems or partial_absent) and self.mirror is None and not offline() and all(
                 p.endswith(": missing") for p in problems):
             self.pull(name)
             problems = self.problems(name)
@@ -114,8 +127,13 @@ class Sources:
             hint = "" if self.mirror else f"; run `gestalt data pull {name}`" + (
                 " (offline: nothing is downloaded)" if offline() else "")
             raise DataError(problems[0] + more + hint)
-        self._verified.add(name)
-        return len(get_release(name).files)
+        self._verified[name] = len(rel.files) - self.absent_partial(name)
+        return self._verified[name]
+
+    def absent_partial(self, name: str) -> int:
+        """How many declared files of a set a mirror may hold in part are not here."""
+        rel = get_release(name)
+        return sum(not (self.base / name / f).is_file() for f in rel.files if rel.is_partial(f))
 
     def pull(self, name: str, progress: bool = True) -> int:
         """Download a release into the data root, verifying each file; returns files fetched."""
@@ -136,6 +154,8 @@ class Sources:
             tmp = _part_of(dest)
             if self.mirror is not None:
                 src = self.mirror / name / relpath
+                if not src.is_file() and rel.is_partial(relpath):
+                    continue  # the mirror holds part of this set: copy what it has
                 if not src.is_file():
                     raise DataError(f"{src}: missing in mirror")
                 shutil.copyfile(src, tmp)

@@ -141,6 +141,8 @@ class ObserverPanel(HumanReference):
 
     ``correct`` is observers x test items (True = the observer named the true class; a missing
     answer counts as incorrect); ``responses`` is test items x observers, ``missing`` where none.
+    ``paper_ranges`` holds the observer ranges a paper reports (``accuracy``, ``kappa_pairwise``,
+    ``kappa_loo``), shown beside the panel's own where there are any.
     """
 
     observers: tuple[str, ...]
@@ -149,6 +151,7 @@ class ObserverPanel(HumanReference):
     n_classes: int
     split: str
     missing: str = "na"
+    paper_ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def p(self) -> np.ndarray:
@@ -162,13 +165,18 @@ class OddOneOutVotes(HumanReference):
 
     ``votes`` (n x 3) counts the individual choices per position; ``targets`` maps each human
     reference (the primary one first) to its n target positions; ``majority_tied`` flags the
-    items whose majority is tied. Built by :func:`harness.stimuli.montage.odd_one_out_votes`.
+    items whose majority is tied. ``raters`` and ``choices`` (n x R, one column per answer slot)
+    hold who answered each triplet (an index shared by all triplets, so a person's answers can be
+    resampled together; -1 in an empty slot) and the position they chose (0 in an empty slot).
+    Built by :func:`harness.stimuli.montage.odd_one_out_votes`.
     """
 
     stimulus_ids: tuple[str, ...]
     votes: np.ndarray
     targets: dict[str, np.ndarray]
     majority_tied: np.ndarray
+    raters: np.ndarray
+    choices: np.ndarray
 
     @property
     def primary(self) -> str:
@@ -223,6 +231,7 @@ class StimulusSet:
     human: HumanReference | None = None  # the family's own dataclass
     seed: int = 0
     unavailable: str | None = None  # why the task cannot run here (missing images), else None
+    note: str | None = None  # what a reader must know of the set as built here (a subset of images)
 
     def human_as(self, kind: type[H]) -> H:
         """The human reference, checked to be the scoring family's dataclass ``kind``."""

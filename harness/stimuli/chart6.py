@@ -74,7 +74,6 @@ GGR_FORMAT_MISMATCH = (
     "format-mismatched: the cogsci2025 humans answered a multiple-choice conversion of GGR's 9 "
     "numeric items, models answer them open-ended (as in the paper); the numeric-format groups "
     "are human_sample=cogsci2024_math_2_1 / cogsci2024_math_3 (per item only, no ceiling)")
-BATTERY = "chart6"
 RELAXED_TOLERANCE = 0.05  # relaxed accuracy: within 5% of the answer (ChartQA's convention)
 
 VALUE_IDENTIFICATION = "value_identification"

@@ -25,7 +25,9 @@ Human references (both in montage positions 1/2/3):
 
 ``human`` is an :class:`~harness.stimuli.base.OddOneOutVotes`; its ``votes`` (120 x 3, montage
 order) give the scorer the human individual-agreement reference, its leave-one-subject-out form
-(each subject answered every triplet once) and the split-half consistency of the majority.
+(each subject answered every triplet once) and the split-half consistency of the majority; its
+``raters``/``choices`` (the 20 subjects crossed with the 120 triplets) let the intervals resample
+subjects with all their answers.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from .montage import (
     odd_one_out_votes,
     position_of,
     to_positions,
+    vote_counts,
 )
 
 TASK_ID = "similarity.chart.mark_color"
@@ -100,11 +103,12 @@ def kernel_odd(kernel: np.ndarray, triplet: tuple[int, int, int]) -> int:
     return 3 - a - b
 
 
-def read_votes(sources: Sources) -> np.ndarray:
-    """(120, 3) odd-one-out vote counts per test triplet, canonical order."""
+def read_answers(sources: Sources) -> list[list[tuple[int, int]]]:
+    """Per test triplet (canonical order): each subject's (line index, canonical index of the
+    colour picked as the odd one out). Every subject answered every triplet once."""
     path = sources.path(RELEASE, RAW_FILE)
     lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
-    votes = np.zeros((len(TRIPLETS), 3), dtype=int)
+    answers: list[list[tuple[int, int]]] = [[] for _ in TRIPLETS]
     for line_no, line in enumerate(lines, start=1):
         values = [int(x) for x in line.strip().rstrip(",").split(",")]
         if len(values) != 3 * RAW_TRIPLETS:
@@ -115,8 +119,8 @@ def read_votes(sources: Sources) -> np.ndarray:
             if tuple(sorted(row)) != triplet:
                 raise DataError(f"{path}: line {line_no}, test triplet {t} is {tuple(row)}, "
                                 f"expected a permutation of {triplet}")
-            votes[t, triplet.index(int(row[2]))] += 1
-    return votes
+            answers[t].append((line_no - 1, triplet.index(int(row[2]))))
+    return answers
 
 
 def render_mark(hex_color: str) -> Image.Image:
@@ -133,7 +137,8 @@ def stimulus_id(triplet: tuple[int, int, int]) -> str:
 def build(sources: Sources, seed: int = 0) -> StimulusSet:
     palette = read_palette(sources)
     kernel = read_kernel(sources)
-    votes = read_votes(sources)
+    answers = read_answers(sources)
+    votes = np.array([vote_counts(a) for a in answers])
     kernel_targets = [kernel_odd(kernel, triplet) for triplet in TRIPLETS]
     majorities = [majority(v) for v in votes]
     orders = balanced_orders(kernel_targets, np.random.default_rng(seed))
@@ -169,7 +174,7 @@ def build(sources: Sources, seed: int = 0) -> StimulusSet:
         human_ref_id="demiralp2014.color_td",
         prompt=PROMPT,
         options=(1, 2, 3),
-        human=odd_one_out_votes([s.stimulus_id for s in stimuli], votes, orders,
+        human=odd_one_out_votes([s.stimulus_id for s in stimuli], answers, orders,
                                 {"kernel": kernel_targets, "majority": [m for m, _ in majorities]}),
         seed=seed,
     )

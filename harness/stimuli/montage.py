@@ -25,11 +25,6 @@ N_OPTIONS = 3
 POSITIONS = (1, 2, 3)
 
 
-def position_order(rng: np.random.Generator) -> tuple[int, ...]:
-    """A uniformly shuffled montage order: canonical index shown at each position."""
-    return tuple(int(x) for x in rng.permutation(N_OPTIONS))
-
-
 def balanced_orders(targets: Sequence[int], rng: np.random.Generator) -> list[tuple[int, ...]]:
     """Montage orders that put the targets (canonical indices) at positions 1/2/3 equally often.
 
@@ -51,20 +46,33 @@ def balanced_orders(targets: Sequence[int], rng: np.random.Generator) -> list[tu
     return orders
 
 
-def odd_one_out_votes(stimulus_ids: Sequence[str], canonical_votes: np.ndarray | Sequence[Sequence[int]],
+def odd_one_out_votes(stimulus_ids: Sequence[str],
+                      canonical_answers: Sequence[Sequence[tuple[int, int]]],
                       orders: Sequence[Sequence[int]],
                       canonical_targets: dict[str, Sequence[int]]) -> OddOneOutVotes:
     """The odd-one-out human reference in montage positions, from canonical-order data.
 
-    ``canonical_targets`` maps each reference name (the primary one first) to its targets as
-    canonical indices; a majority's tie flag comes from the votes themselves.
+    ``canonical_answers`` holds, per triplet, each rater's (rater index, canonical index of the
+    item they picked); ``canonical_targets`` maps each reference name (the primary one first) to
+    its targets as canonical indices; a majority's tie flag comes from the votes themselves.
     """
-    votes = np.array([to_positions(list(v), o) for v, o in zip(canonical_votes, orders)], dtype=int)
+    width = max(len(a) for a in canonical_answers)
+    raters = np.full((len(canonical_answers), width), -1, dtype=int)
+    choices = np.zeros((len(canonical_answers), width), dtype=int)
+    for t, (answers, order) in enumerate(zip(canonical_answers, orders)):
+        for slot, (rater, picked) in enumerate(answers):
+            raters[t, slot], choices[t, slot] = rater, position_of(picked, order)
+    votes = np.stack([(choices == p).sum(axis=1) for p in POSITIONS], axis=1)
     targets = {name: np.array([position_of(int(t), o) for t, o in zip(ts, orders)], dtype=int)
                for name, ts in canonical_targets.items()}
     tied = (votes == votes.max(axis=1, keepdims=True)).sum(axis=1) > 1
     return OddOneOutVotes(stimulus_ids=tuple(stimulus_ids), votes=votes, targets=targets,
-                          majority_tied=tied)
+                          majority_tied=tied, raters=raters, choices=choices)
+
+
+def vote_counts(answers: Sequence[tuple[int, int]]) -> list[int]:
+    """Canonical-order odd-one-out vote counts of one triplet's (rater, picked index) answers."""
+    return [sum(picked == k for _, picked in answers) for k in range(N_OPTIONS)]
 
 
 def to_positions(canonical: Sequence, order: Sequence[int]) -> list:

@@ -13,6 +13,7 @@ record schema reads it from here). Adding a task: docs/adding.md.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -104,11 +105,12 @@ TASKS: dict[str, TaskSpec] = {
         TaskSpec(
             task_id="closure.nat.silhouette",
             builder="harness.stimuli.silhouette:build",
-            options="harness.stimuli.registry:NoOptions",
+            options="harness.stimuli.silhouette:Options",
             readouts={"embed": "prototype", "generate": "prompt_label"},
             scoring="classification_vs_observers",
             battery="gestalt",
-            description="Geirhos filled silhouettes, 16-way; images 1-5 probe-train, 6-10 test (80)",
+            description="Geirhos filled silhouettes, 16-way; images 1-5 probe-train, 6-10 test (80); "
+                        "images: all scores the 160",
         ),
         TaskSpec(
             task_id="similarity.chart.mark_color",
@@ -139,6 +141,26 @@ TASKS: dict[str, TaskSpec] = {
             battery="gestalt",
             description="THINGS object odd-one-out, 500 of the 1,000 noise-ceiling triplets (images from OSF)",
             defaults={"n_triplets": 500},
+        ),
+        TaskSpec(
+            task_id="closure.nat.edges",
+            builder="harness.stimuli.edges:build",
+            options="harness.stimuli.edges:Options",
+            readouts={"embed": "prototype", "generate": "prompt_label"},
+            scoring="classification_vs_observers",
+            battery="texture_vs_shape",
+            description="Geirhos edge drawings, 16-way; images 1-5 probe-train, 6-10 test (80); "
+                        "images: all scores the 160",
+        ),
+        TaskSpec(
+            task_id="shape.nat.cue_conflict",
+            builder="harness.stimuli.cue_conflict:build",
+            options="harness.stimuli.registry:NoOptions",
+            readouts={"embed": "prototype", "generate": "prompt_label"},
+            scoring="shape_bias",
+            battery="texture_vs_shape",
+            description="Geirhos cue-conflict, shape bias; 1,200 conflict test, 80 non-conflict "
+                        "probe-train (the images present: 150 + 80 in the mirror)",
         ),
         *(
             TaskSpec(
@@ -183,6 +205,9 @@ TASKS: dict[str, TaskSpec] = {
 BATTERIES: dict[str, list[str]] = {}
 for _spec in TASKS.values():
     BATTERIES.setdefault(_spec.battery, []).append(_spec.task_id)
+# Geirhos et al. (2019)'s stimulus sets together: the silhouettes (also in the Gestalt battery)
+# with the edges and the cue-conflict images
+BATTERIES["texture_vs_shape"].insert(0, "closure.nat.silhouette")
 
 
 class UnknownTask(GestaltError, KeyError):
@@ -203,8 +228,10 @@ def get_task(task_id: str) -> TaskSpec:
     """The task of a registered id, or for ``BASE:VARIANT`` task BASE with the variant id."""
     spec = TASKS.get(base_task_id(task_id))
     if spec is None:
+        guess = difflib.get_close_matches(base_task_id(task_id), [*TASKS, *BATTERIES], n=1, cutoff=0.5)
         raise UnknownTask(
-            f"unknown task {task_id!r}; known tasks: {', '.join(sorted(TASKS))} "
+            f"unknown task {task_id!r}{f'; did you mean {guess[0]}?' if guess else ''}; "
+            f"known tasks: {', '.join(sorted(TASKS))} "
             "(a variant is BASE:NAME, NAME of letters, digits, _ and -)"
         )
     if spec.task_id == task_id:

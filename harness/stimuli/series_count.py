@@ -55,6 +55,7 @@ DESIGNS = {"default": 200, "paper40": 40}  # test stimuli per design
 Design = Literal["default", "paper40"]
 BAND_SOURCE = "Healey 1996; Ware 2013; Szafir 2018, as the Gestalt paper cites them"
 N_TRAIN = 200
+MAX_ITEMS = 100_000  # a split's scatterplots: 500x the paper's, still drawn in minutes
 N_POINTS = 120
 SIZE = 320
 MARGIN = 16
@@ -139,8 +140,8 @@ def make_stimulus(seed: int, split: str, index: int, k: int) -> Stimulus:
 
 class Options(TaskOptions):
     design: Design = "default"
-    n_test: int | None = Field(None, ge=1)  # None: the design's count
-    n_train: int = Field(N_TRAIN, ge=0)
+    n_test: int | None = Field(None, ge=1, le=MAX_ITEMS)  # None: the design's count
+    n_train: int = Field(N_TRAIN, ge=0, le=MAX_ITEMS)
     k_values: tuple[Annotated[int, Field(ge=1, le=len(PALETTE))], ...] = Field(K_VALUES, min_length=1)
 
 

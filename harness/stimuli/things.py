@@ -5,16 +5,19 @@ Human data: the 1,000 random triplets with ~20 responses each (14-25) of
 MTurk concept order; ``sortindex`` maps them to THINGS order (``things = inverse(sortindex)[item
 - 1]``, the release's SOURCE.md, "About the index order"), and ``things_concepts.tsv`` names the
 concepts (``uniqueID``) in THINGS order. ``choice`` is the 1-based position of the odd one out in
-the row as stored. Responses are pooled per unordered triplet; the canonical order is ascending
-THINGS index (a < b < c).
+the row as stored. Responses are pooled per unordered triplet, one per worker: 1,125 of the
+20,000 rows repeat a worker already counted on that triplet and are left out (:func:`read_answers`),
+leaving 13-25 workers per triplet. The canonical order is ascending THINGS index (a < b < c).
 
-- ``human_target`` (= ``ground_truth``) is the majority choice in montage position; 32 of the 1,000
-  triplets have a tied majority, which goes to the lowest concept index (montage.majority) and is
+- ``human_target`` (= ``ground_truth``) is the majority choice in montage position; a tied majority
+  (24 of the default 500 triplets) goes to the lowest concept index (montage.majority) and is
   flagged in ``human.majority_tied``.
 - ``human`` (:class:`~harness.stimuli.base.OddOneOutVotes`, montage order) gives the scorer the
-  human individual-agreement reference (0.672 on the 1,000 triplets), its leave-one-response-out
-  form and the split-half consistency of the majority. B's ceiling is the paper's cited 0.863
-  (harness.scores.odd_one_out), which these sources cannot give.
+  human individual-agreement reference (0.679 on the default 500 triplets), its leave-one-worker-out
+  form (0.645) and the split-half consistency of the majority; its ``raters`` (workers, crossed
+  with the triplets they answered) let the intervals resample workers with all their answers.
+  B's ceiling is the paper's cited 0.863 (harness.scores.odd_one_out), which these sources
+  cannot give.
 
 Option ``n_triplets`` (the paper scores 500): a seeded sample (stream ``[seed, 1]``) of the 1,000,
 kept in canonical order; ``None`` keeps all. The montage orders (stream ``[seed, 0]``) balance the
@@ -51,11 +54,12 @@ from .montage import (
     odd_one_out_votes,
     position_of,
     to_positions,
+    vote_counts,
 )
 from .registry import TaskOptions
 
 TASK_ID = "similarity.nat.things"
-VERSION = "2"  # 2: target positions balanced over the scored triplets
+VERSION = "3"  # 2: target positions balanced over the scored triplets; 3: one answer per worker
 RELEASE = "things"
 TRIPLETS_FILE = "LukasMut-VICE/data/test_triplets.csv"
 SORTINDEX_FILE = "LukasMut-VICE/data/sortindex"
@@ -98,16 +102,25 @@ def original_to_things(sources: Sources) -> np.ndarray:
     return inverse
 
 
-def read_votes(sources: Sources) -> dict[tuple[int, int, int], list[int]]:
-    """Canonical triplet (THINGS indices a<b<c) -> odd-one-out votes for a, b, c."""
+def read_answers(sources: Sources) -> dict[tuple[int, int, int], list[tuple[int, int]]]:
+    """Canonical triplet (THINGS indices a<b<c) -> each worker's (worker index, canonical index of
+    the item picked as the odd one out), in file order.
+
+    A worker's first response to a triplet is their answer; their later responses to the same
+    triplet (1,125 of the 20,000 rows) are left out: a person counted twice
+    would weigh double in the majority and be compared with themselves in the leave-one-out and
+    split-half references. Worker indices number the file's worker codes in sorted order, so one
+    worker's answers can be resampled together across triplets.
+    """
     to_things = original_to_things(sources)
     path = sources.path(RELEASE, TRIPLETS_FILE)
-    votes: dict[tuple[int, int, int], list[int]] = defaultdict(lambda: [0, 0, 0])
+    rows = []
     with open(path, newline="") as f:
         for row_no, row in enumerate(csv.reader(f, delimiter="\t"), start=1):
             try:
                 items = [int(x) for x in row[:3]]
                 choice = int(row[3])
+                worker = row[4]
             except (ValueError, IndexError):
                 raise DataError(f"{path}: row {row_no} is not 'item1 item2 item3 choice subject'") from None
             if choice not in (1, 2, 3) or not all(1 <= i <= N_CONCEPTS for i in items):
@@ -116,8 +129,15 @@ def read_votes(sources: Sources) -> dict[tuple[int, int, int], list[int]]:
             triplet = tuple(sorted(things))
             if len(set(triplet)) != 3:
                 raise DataError(f"{path}: row {row_no} repeats a concept: {items}")
-            votes[triplet][triplet.index(things[choice - 1])] += 1
-    return dict(sorted(votes.items()))
+            rows.append((triplet, worker, triplet.index(things[choice - 1])))
+    workers = {w: k for k, w in enumerate(sorted({w for _, w, _ in rows}))}
+    answers: dict[tuple[int, int, int], list[tuple[int, int]]] = defaultdict(list)
+    seen = set()
+    for triplet, worker, picked in rows:
+        if (triplet, worker) not in seen:
+            seen.add((triplet, worker))
+            answers[triplet].append((workers[worker], picked))
+    return dict(sorted(answers.items()))
 
 
 def concept_image(root: Path, concept: str) -> Path:
@@ -148,7 +168,8 @@ class Options(TaskOptions):
 def build(sources: Sources, seed: int = 0, n_triplets: int | None = None,
           image_root: str | Path | None = None) -> StimulusSet:
     concepts = read_concepts(sources)
-    all_votes = read_votes(sources)
+    all_answers = read_answers(sources)
+    all_votes = {t: vote_counts(a) for t, a in all_answers.items()}
     triplets = list(all_votes)
     if n_triplets is not None:
         if not 1 <= n_triplets <= len(triplets):
@@ -202,7 +223,7 @@ def build(sources: Sources, seed: int = 0, n_triplets: int | None = None,
         human_ref_id="hebart2020.things_noise_ceiling",
         prompt=PROMPT,
         options=(1, 2, 3),
-        human=odd_one_out_votes([s.stimulus_id for s in stimuli], [all_votes[t] for t in triplets],
+        human=odd_one_out_votes([s.stimulus_id for s in stimuli], [all_answers[t] for t in triplets],
                                 orders, {"majority": [odd for odd, _ in majorities]}),
         seed=seed,
         unavailable=None if root is not None else UNAVAILABLE,

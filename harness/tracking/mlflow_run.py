@@ -1,11 +1,12 @@
 """One flat MLflow run per model battery; tasks are metric prefixes.
 
-Params: model identity, weights revision, readouts, seeds, harness version. Metrics: a handful of
-headline scores under short names without a prefix (``sil.kappa``, ``color.B``: the UI charts them
-first, in its "Model metrics" section, and a shared view of the runs table shows them as columns),
-then everything under ``<task>/<metric>`` with ``_ci_low``/``_ci_high``/``_ceiling``/``_floor``,
-``<task>/n`` and ``<task>/null_rate`` (the UI groups these into one section per task). Values are
-rounded at logging to the precision their interval justifies. Artifacts (staged as the tasks finish,
+Params: model identity, weights revision, readouts, seeds, harness version. Metrics, as each task's
+scoring family declares them (:func:`score_metrics`): the task's headline under its short name
+(``Silhouette.B``: the UI charts it in its "Model metrics" section, the runs table's "Headlines"
+view shows it as a column) with ``_ci_low``/``_ci_high``/``_floor``/``_ceiling``, then
+``<task>/n``, ``<task>/null_rate`` and the family's few secondary scores as ``<task>/<score>``;
+every other score stays in ``intervals.json``. Values are rounded at logging to the precision
+their interval justifies. Artifacts (staged as the tasks finish,
 logged in one call when the run ends): ``records/<task>.jsonl``
 (keys in the record schema's order: identity, response, correctness first) and the same
 records as an MLflow table ``tables/<task>.json`` (a paged grid in the UI), ``intervals.json``
@@ -20,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -30,45 +32,31 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
 from ..errors import GestaltError, TrackingUnavailable
 from ..models.device import prepares_beside
+from ..scores.record import Score
+from ..scores.tasks import Family, family_of
 from ..trials.distributed import file_lock
 
 DEFAULT_URI = "sqlite:///mlflow.db"
+T = TypeVar("T")
 
-# Headline scores and their short metric names: distinct within their first dozen characters, so
-# the runs table's truncated column headers stay apart. (task, score name) -> metric name; a task
-# variant BASE:NAME logs under "<short>:NAME".
-_CHART6 = {"ggr": "ggr", "vlat": "vlat", "calvi": "calvi", "holf": "holf", "holf_multi": "holfm",
-           "chartqa_human": "chartqa"}
-HEADLINE_METRICS: dict[tuple[str, str], str] = {
-    ("closure.nat.silhouette", "kappa"): "sil.kappa",
-    ("closure.nat.silhouette", "B"): "sil.B",
-    ("similarity.chart.mark_color", "B"): "color.B",
-    ("similarity.chart.series_count", "capacity"): "count.capacity",
-    ("similarity.nat.things", "B"): "things.B",
-    **{(f"literacy.chart.{task}", "accuracy_all"): f"{short}.acc" for task, short in _CHART6.items()},
-    **{(f"ratio.chart.{paper}_type{i}", "mlae"): f"{paper}{i}.mlae"
-       for paper in ("grape", "haehn") for i in range(1, 6)},
-}
-EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")  # the UI opens on the runs table
+# the experiment's kind as MLflow records it (its API and older UIs read it; 3.17's UI takes the
+# workflow from the browser, which `gestalt ui` sets: harness/tracking/ui_server.py)
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 SHARED_VIEW_KEY = "gestalt-headlines"  # ?viewStateShareKey= this: the runs table with headline columns
 SHARED_VIEW_TAG = "mlflow.sharedViewState." + SHARED_VIEW_KEY
+# the tag holds a saved view (name, times, state): the runs page lists it under "Views"
+SHARED_VIEW_NAME = "Headlines with 95% intervals"
 PLAIN_DIGITS = 4  # significant digits of a number that has no interval
-
-
-def headline_name(task_id: str, score_name: str) -> str | None:
-    base, _, variant = task_id.partition(":")
-    short = HEADLINE_METRICS.get((base, score_name))
-    return None if short is None else f"{short}:{variant}" if variant else short
 
 
 def decimals_for(ci_low: float | None, ci_high: float | None) -> int | None:
@@ -86,49 +74,31 @@ def rounded(value: float, decimals: int | None) -> float:
     return round(value, max(decimals, 0))
 
 
-def score_metrics(task_id: str, scores: Iterable[Any]) -> dict[str, float]:
-    """Every score's flat metrics, rounded to its interval (ceiling and floor to four significant
-    digits), plus the headline short names."""
+HEADLINE_SUFFIXES = ("", "_ci_low", "_ci_high", "_floor", "_ceiling")  # a headline's metrics
+
+
+def score_metrics(task_id: str, scores: Iterable[Score], family: Family | None) -> dict[str, float]:
+    """A task's run metrics, as its scoring family declares them: the task's headline
+    (:meth:`Family.lead_score`) under its short name with ``_ci_low``, ``_ci_high``, ``_floor`` and
+    ``_ceiling``, and the family's few secondary scores as ``<task>/<score>``. Values are rounded
+    to their interval (floor and ceiling, references rather than this estimate, to four
+    significant digits). Every other score and interval is in intervals.json."""
+    if family is None:  # a task this harness no longer declares
+        return {}
+    scores = list(scores)
     out: dict[str, float] = {}
+    lead = family.lead_score(scores)
+    if lead is not None and lead.value is not None and math.isfinite(lead.value):
+        short = family.short_name(task_id, lead.name)
+        digits = decimals_for(lead.ci_low, lead.ci_high)
+        for suffix, v, d in zip(HEADLINE_SUFFIXES, (lead.value, lead.ci_low, lead.ci_high, lead.floor, lead.ceiling),
+                                (digits, digits, digits, None, None)):
+            if v is not None and math.isfinite(v):
+                out[short + suffix] = rounded(float(v), d)
     for s in scores:
-        digits = decimals_for(s.ci_low, s.ci_high)
-        # the ceiling and floor are references (people, chance), not this estimate: their own digits
-        out.update({k: rounded(v, None if k.endswith(("_ceiling", "_floor")) else digits)
-                    for k, v in s.metrics(task_id).items()})
-        short = headline_name(task_id, s.name)
-        if short is not None and s.value is not None and math.isfinite(s.value):
-            out[short] = rounded(s.value, digits)
+        if s.name in family.secondary and s.value is not None and math.isfinite(s.value):
+            out[f"{task_id}/{s.name}"] = rounded(float(s.value), decimals_for(s.ci_low, s.ci_high))
     return out
-
-
-def _cell(v: float | None, decimals: int | None) -> str:
-    if v is None or not math.isfinite(v):
-        return ""
-    return f"{v:.{decimals}f}" if decimals is not None else f"{v:.{PLAIN_DIGITS}g}"
-
-
-def scorecard_markdown(model: str, run_id: str, intervals: dict[str, Any],
-                       headline: Callable[[str, str], bool]) -> str:
-    """A registered scorecard version's description: one Markdown table row per headline score
-    (MLflow renders it on the version page), values to the precision their interval justifies."""
-    lines = [(f"Alignment scorecard of **{model}**, battery run `{run_id}`. Floor: chance or a trivial "
-              "strategy; ceiling: agreement among people. Intervals: 95% bootstrap."), "",
-             "| task | score | value | 95% interval | floor | ceiling | n | nulls |",
-             "|---|---|---:|---|---:|---:|---:|---:|"]
-    for task, entry in intervals.items():
-        if "unavailable" in entry:
-            reason = str(entry["unavailable"]).replace("|", "/").replace("\n", " ")
-            lines.append(f"| {task} | unavailable | | {reason} | | | | |")
-            continue
-        for s in entry.get("scores", []):
-            if not headline(task, s["name"]) or s.get("value") is None:
-                continue
-            d = decimals_for(s.get("ci_low"), s.get("ci_high"))
-            ci = f"[{_cell(s['ci_low'], d)}, {_cell(s['ci_high'], d)}]" if d is not None else ""
-            lines.append(f"| {task} | {headline_name(task, s['name']) or s['name']} | {_cell(s['value'], d)} "
-                         f"| {ci} | {_cell(s.get('floor'), d)} | {_cell(s.get('ceiling'), d)} "
-                         f"| {s.get('n', '')} | {s.get('nulls', '')} |")
-    return "\n".join(lines)
 
 
 def record_key_order() -> list[str]:
@@ -231,10 +201,79 @@ def tracking_lost(e: BaseException) -> str | None:
     from mlflow.exceptions import MlflowException
 
     cause = e.__cause__ or e.__context__
-    if not (isinstance(e, MlflowException) and isinstance(cause, requests.exceptions.RequestException)):
+    if not isinstance(e, MlflowException):
         return None
-    errno = re.search(r"\[Errno -?\d+\] [^'\")]+", str(cause))
-    return errno.group(0) if errno else type(cause).__name__
+    if isinstance(cause, requests.exceptions.RequestException):
+        errno = re.search(r"\[Errno -?\d+\] [^'\")]+", str(cause))
+        return errno.group(0) if errno else type(cause).__name__
+    import sqlalchemy.exc
+
+    # a database MLflow reaches itself (PostgreSQL, MySQL) that went away; a sqlite file does
+    # not stop answering, and its operational errors (a locked or damaged file) are not outages
+    if isinstance(cause, sqlalchemy.exc.OperationalError) and type(cause.orig).__module__.split(".")[0] != "sqlite3":
+        return str(cause.orig).strip().splitlines()[0]
+    return None
+
+
+_outage = {"budget_s": 0.0}  # outside outage_budget: no retry beyond MLflow's own
+_RETRY_SETTINGS = ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT")
+
+
+@contextlib.contextmanager
+def outage_budget(seconds: float) -> Iterator[None]:
+    """For the calls in the block, the tracking store is retried for up to ``seconds`` after it
+    stops answering (:func:`patiently`), then given up. MLflow's own retries of each request
+    (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``: 7 by default, about 4 minutes) are turned off meanwhile,
+    so the budget alone decides and a process that gave up has no request left backing off; one
+    attempt waits at most ``MLFLOW_HTTP_REQUEST_TIMEOUT`` and never longer than the budget."""
+    before = {k: os.environ.get(k) for k in _RETRY_SETTINGS}
+    timeout = min(int(before["MLFLOW_HTTP_REQUEST_TIMEOUT"] or 120), max(1, int(seconds)))
+    os.environ.update({"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": str(timeout)})
+    # MLflow logs a lost database's traceback before raising; the one line is this harness's
+    quiet = logging.getLogger("mlflow.store.db.utils")
+    level, kept = quiet.level, _outage["budget_s"]
+    quiet.setLevel(logging.CRITICAL)
+    _outage["budget_s"] = float(seconds)
+    try:
+        yield
+    finally:
+        _outage["budget_s"] = kept
+        quiet.setLevel(level)
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def patiently(call: Callable[[], T]) -> T:
+    """``call()`` (one or more tracking-store requests that may be repeated), retried while the
+    store does not answer (:func:`tracking_lost`), for up to the outage budget from the first
+    failed attempt (:func:`outage_budget`), saying so once; then its last error is raised."""
+    give_up, pause = None, 0.5
+    while True:
+        attempt = time.monotonic()
+        try:
+            return call()
+        except Exception as e:
+            why = tracking_lost(e)
+            if why is None:
+                raise
+            now = time.monotonic()
+            if give_up is None:
+                import mlflow
+
+                budget = _outage["budget_s"]
+                if budget <= 0:
+                    raise
+                give_up = attempt + budget
+                logging.getLogger("harness").warning(
+                    f"tracking server {shown_uri(mlflow.get_tracking_uri())} not answering ({why}), "
+                    f"retrying for up to {budget:.0f} s")
+            if now >= give_up:
+                raise
+            time.sleep(min(pause, give_up - now))
+            pause = min(2 * pause, 15.0)
 
 
 # -- run lifecycle: one run per battery, never one left RUNNING by a dead process ------------
@@ -259,7 +298,7 @@ def open_store(uri: str, experiment: str) -> str:
 
     db = _sqlite_path(uri)
     lock = file_lock(db.with_name(db.name + ".lock")) if db else contextlib.nullcontext()
-    with lock:
+    def open_experiment() -> str:
         mlflow.set_tracking_uri(uri)
         exp = mlflow.get_experiment_by_name(experiment)
         if exp is None and db is not None:
@@ -270,6 +309,70 @@ def open_store(uri: str, experiment: str) -> str:
         if exp.tags.get(EXPERIMENT_KIND[0]) != EXPERIMENT_KIND[1]:
             mlflow.set_experiment_tag(*EXPERIMENT_KIND)
         return exp.experiment_id
+
+    with lock:
+        if db is None:
+            return patiently(open_experiment)
+        if not db.exists():
+            _create_sqlite_store(db)
+        try:
+            return open_experiment()
+        except Exception as e:
+            if not _sqlalchemy_error(e):
+                raise
+            why = str(e).strip().splitlines()[0]
+            if _holds_runs(db):
+                raise GestaltError(f"{uri}: MLflow cannot open this store ({why}); it holds runs: restore "
+                                   f"it from a copy, or upgrade it (`mlflow db upgrade {uri}`)") from None
+        # a store whose creation a killed process or a full disk left unfinished: nothing in it
+        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+        aside = db.with_name(db.name + ".incomplete")
+        os.replace(db, aside)
+        # MLflow keeps one engine per address, its pooled connections on the file moved aside
+        if (engine := SqlAlchemyStore._engine_map.pop(uri, None)) is not None:
+            engine.dispose()
+        logging.getLogger("harness").warning(
+            f"{db}: an MLflow store whose creation was interrupted, holding no run ({why}): "
+            f"moved aside to {aside} and made again")
+        _create_sqlite_store(db)
+        return open_experiment()
+
+
+def _create_sqlite_store(db: Path) -> None:
+    """A new sqlite store, whole or not at all: MLflow's schema migrations (tens of steps, a
+    second or more) run on ``<name>.creating``, renamed to ``db`` once done; a process killed
+    meanwhile leaves only that file, which the next run starts over."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    part = db.with_name(db.name + ".creating")
+    for left in ("", "-journal", "-wal", "-shm"):  # a killed creation's journal must not roll back onto the new file
+        part.with_name(part.name + left).unlink(missing_ok=True)
+    store = SqlAlchemyStore(f"sqlite:///{part}", (db.parent.resolve() / "mlartifacts").as_uri())
+    store.engine.dispose()
+    os.replace(part, db)
+
+
+def _sqlalchemy_error(e: BaseException) -> bool:
+    """``e`` (or what MLflow wrapped) is the database's error: a schema MLflow cannot use."""
+    import sqlalchemy.exc
+    from mlflow.exceptions import MlflowException
+
+    return isinstance(e, sqlalchemy.exc.SQLAlchemyError) or (
+        isinstance(e, MlflowException) and ("schema" in str(e) or isinstance(
+            e.__cause__ or e.__context__, sqlalchemy.exc.SQLAlchemyError)))
+
+
+def _holds_runs(db: Path) -> bool:
+    """Whether the sqlite file has a run in it (or cannot be read as one that has none)."""
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            return "runs" in tables and con.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is not None
+    except sqlite3.Error:
+        return True
 
 
 def _owner_tags() -> dict[str, str]:
@@ -343,8 +446,8 @@ def find_battery(experiment_id: str, model_id: str, battery_key: str, records_di
     from mlflow import MlflowClient
 
     client = MlflowClient()
-    runs = client.search_runs([experiment_id], filter_string=f"tags.`gestalt.model` = '{model_id}'",
-                              order_by=["attributes.start_time DESC"])
+    runs = patiently(lambda: client.search_runs([experiment_id], filter_string=f"tags.`gestalt.model` = '{model_id}'",
+                                                order_by=["attributes.start_time DESC"]))
     mine = [r for r in runs if r.data.tags.get(BATTERY_KEY) == battery_key]
     prior = Prior()
     if mine and not new_run:
@@ -356,8 +459,8 @@ def find_battery(experiment_id: str, model_id: str, battery_key: str, records_di
     closed = []
     for r in runs:
         if r.info.run_id != prior.run_id and _abandoned(r, folder_id):
-            client.set_tag(r.info.run_id, OUTCOME, "abandoned")
-            client.set_terminated(r.info.run_id, status="FAILED")
+            patiently(lambda r=r: (client.set_tag(r.info.run_id, OUTCOME, "abandoned"),
+                                   client.set_terminated(r.info.run_id, status="FAILED")))
             closed.append(r.info.run_id)
     prior.closed = tuple(closed)
     return prior
@@ -412,10 +515,10 @@ def logged_intervals(run_id: str) -> dict[str, Any]:
     from a local store (MLflow's download would draw a progress bar)."""
     import mlflow
 
-    uri = mlflow.MlflowClient().get_run(run_id).info.artifact_uri
+    uri = patiently(lambda: mlflow.MlflowClient().get_run(run_id).info.artifact_uri)
     if uri.startswith("file:"):
         return json.loads((Path(url2pathname(urlparse(uri).path)) / "intervals.json").read_text())
-    return mlflow.artifacts.load_dict(f"{uri}/intervals.json")
+    return patiently(lambda: mlflow.artifacts.load_dict(f"{uri}/intervals.json"))
 
 
 def _lowest_priority() -> None:
@@ -486,32 +589,61 @@ class BatteryRun:
         # the run's artifacts, written here as tasks finish and logged in one call at its end
         self._staging: tempfile.TemporaryDirectory[str] | None = None
         self._tables: list[str] = []
-        self._headline: set[str] = set()  # the headline metrics logged, listed in the runs table's view at the end
+        self._headline: dict[str, None] = {}  # the headline metrics logged, in order: the runs table's view at the end
         self._closing_tags: dict[str, str] = {}  # written in one call as the run ends (__exit__)
 
     def __enter__(self) -> BatteryRun:
         if self.resume:
-            self.run = self.mlflow.start_run(run_id=self.resume)
-            self.mlflow.set_tags(self.tags)
+            self.run = patiently(lambda: self.mlflow.start_run(run_id=self.resume))
+            patiently(lambda: self.mlflow.set_tags(self.tags))
         else:
-            self.run = self.mlflow.start_run(experiment_id=self.experiment_id, run_name=self.run_name, tags=self.tags)
+            self.run = patiently(lambda: self.mlflow.start_run(experiment_id=self.experiment_id,
+                                                               run_name=self.run_name, tags=self.tags))
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc is not None and tracking_lost(exc):  # nothing more reaches the store; a rerun logs it all
             self._discard_staged()
+            self._leave()
             return
+        try:
+            self._close(exc_type, exc)
+        except Exception as e:
+            if tracking_lost(e):
+                self._leave()
+            raise
+
+    def _leave(self) -> None:
+        """Leave MLflow's active run once the store is given up, so no request is left to wait
+        for it (MLflow ends an active run when the process exits). The store keeps the run as it
+        had it (RUNNING: the rerun that continues it finds it abandoned)."""
+        with contextlib.suppress(Exception):  # MLflow forgets the run before it asks the store
+            self.mlflow.end_run(status="FAILED")
+
+    def _close(self, exc_type, exc) -> None:
         self._log_staged(figures=exc_type is None)
         if exc_type is not None:
             self.outcome = "interrupted" if issubclass(exc_type, KeyboardInterrupt) else f"error: {exc_type.__name__}"
         if self.outcome:
             self._closing_tags[OUTCOME] = self.outcome
+        elif self.resume and OUTCOME in self.run.data.tags:
+            # a continued run that now finishes (its failed calls sent again): the earlier
+            # failure no longer describes it
+            self.mlflow.MlflowClient().delete_tag(self.run_id, OUTCOME)
         if self._closing_tags:
             from mlflow.entities import RunTag
 
-            self.mlflow.MlflowClient().log_batch(
-                self.run_id, tags=[RunTag(k, v) for k, v in self._closing_tags.items()])
-        self.mlflow.end_run(status="FAILED" if self.outcome else "FINISHED")
+            tags = [RunTag(k, v) for k, v in self._closing_tags.items()]
+            patiently(lambda: self.mlflow.MlflowClient().log_batch(self.run_id, tags=tags))
+        status = "FAILED" if self.outcome else "FINISHED"
+
+        def end() -> None:  # MLflow forgets the active run before it asks the store to end it
+            if self.mlflow.active_run() is not None:
+                self.mlflow.end_run(status=status)
+            else:
+                self.mlflow.MlflowClient().set_terminated(self.run_id, status)
+
+        patiently(end)
 
     def fail(self, outcome: str) -> None:
         self.outcome = outcome
@@ -528,9 +660,9 @@ class BatteryRun:
     def log_params(self, params: dict[str, Any]) -> None:
         clean = {k: ("" if v is None else str(v)[:6000]) for k, v in params.items()}
         if self.resume:  # params are immutable in MLflow: a continued run keeps its first values
-            logged = self.mlflow.get_run(self.run_id).data.params
+            logged = patiently(lambda: self.mlflow.get_run(self.run_id).data.params)
             clean = {k: v for k, v in clean.items() if k not in logged}
-        self.mlflow.log_params(clean)
+        patiently(lambda: self.mlflow.log_params(clean))
 
     def log_task(self, task_id: str, scores, records: list[dict], extra_metrics: dict[str, float],
                  figures: dict[str, Any], records_path: Path) -> None:
@@ -538,14 +670,16 @@ class BatteryRun:
         with the battery's other artifacts when it ends (or, but for the figures, when it fails)."""
         for name, fig in figures.items():  # first: they render while the work below goes on
             self._save_figure(name, fig)
-        metrics = score_metrics(task_id, scores)
+        metrics = score_metrics(task_id, scores, family_of(task_id))
         n = len(records)
         nulls = sum(r["parse_status"] != "ok" for r in records)
         metrics[f"{task_id}/n"] = float(n - nulls)
         metrics[f"{task_id}/null_rate"] = rounded(nulls / n, None) if n else 0.0
         metrics.update(extra_metrics)
-        self.mlflow.log_metrics(metrics)
-        self._headline.update(k for k in metrics if "/" not in k)
+        patiently(lambda: self.mlflow.log_metrics(metrics))
+        # the runs table's columns: each headline and its interval (floor and ceiling on the run's page)
+        self._headline.update(dict.fromkeys(k for k in metrics if "/" not in k
+                                            and not k.endswith(("_floor", "_ceiling"))))
         order = record_key_order()
         # the artifact viewer shows a line's start: identity, response and correctness first
         rows = [ordered_record(r, order) for r in records]
@@ -588,8 +722,8 @@ class BatteryRun:
         then the caller must leave them alone.
 
         One thread while trials may still run: a second one competes with the model's own thread
-        for the interpreter's lock, whatever its CPU priority (README, "Speed": the Gestalt
-        battery's ratio of medians with two such threads and with one).
+        for the interpreter's lock, whatever its CPU priority (docs/performance.md, "Figures beside
+        the model").
         When the battery ends, the waiting main thread saves what this one has not started."""
         path = self._staged(f"figures/{name}")
         if self._device is not None and not prepares_beside(self._device()):
@@ -613,17 +747,19 @@ class BatteryRun:
         from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
 
         try:
-            self._add_headline_columns(sorted(self._headline))
+            headline = list(self._headline)
+            patiently(lambda: self._add_headline_columns(headline))
             finish_saving(self._figures, save=figures)
             for fig, path, _ in self._figures:
                 if not figures:
                     path.unlink(missing_ok=True)
                 plt.close(fig)
             if self._staging is not None:
-                self.mlflow.log_artifacts(self._staging.name)
+                staging = self._staging.name
+                patiently(lambda: self.mlflow.log_artifacts(staging))
             if self._tables:
                 # a continued run keeps the tables it listed before
-                before = self.mlflow.get_run(self.run_id).data.tags if self.resume else {}
+                before = patiently(lambda: self.mlflow.get_run(self.run_id).data.tags) if self.resume else {}
                 listed = json.loads(before.get(MLFLOW_LOGGED_ARTIFACTS, "[]"))
                 listed += [t for t in ({"path": p, "type": "table"} for p in self._tables) if t not in listed]
                 self._closing_tags[MLFLOW_LOGGED_ARTIFACTS] = json.dumps(listed)
@@ -648,7 +784,7 @@ class BatteryRun:
         if self._staging is not None:
             self._staging.cleanup()
         self._figures, self._saver, self._staging, self._tables = [], None, None, []
-        self._headline = set()
+        self._headline = {}
 
     def _add_headline_columns(self, names: list[str]) -> None:
         """Keep the experiment's shared runs-table view listing every headline metric logged so far
@@ -657,15 +793,24 @@ class BatteryRun:
             return
         client = self.mlflow.MlflowClient()
         current = client.get_experiment(self.experiment_id).tags.get(SHARED_VIEW_TAG)
-        state = json.loads(current) if current else {"selectedColumns": []}
+        view = json.loads(current) if current else {}
+        state = json.loads(view["state"]) if "state" in view else {"selectedColumns": []}
         columns = [f"metrics.`{n}`" for n in names]
         if all(c in state["selectedColumns"] for c in columns):
             return
         state["selectedColumns"] = list(dict.fromkeys([*state["selectedColumns"], *columns]))
-        # wide enough for the whole name (the default width cuts "count.capacity")
+        # wide enough for the whole name (the default width cuts "Series_count.acc_ci_high")
         widths = {c: 40 + 8 * len(n) for c, n in zip(columns, names)}
         state["columnWidths"] = {**state.get("columnWidths", {}), **widths}
-        client.set_experiment_tag(self.experiment_id, SHARED_VIEW_TAG, json.dumps(state))
+        now = int(time.time() * 1000)
+        client.set_experiment_tag(self.experiment_id, SHARED_VIEW_TAG, json.dumps(
+            {"name": SHARED_VIEW_NAME, "createdAt": view.get("createdAt", now), "updatedAt": now,
+             "state": json.dumps(state)}))
+
+    def log_metrics(self, metrics: dict[str, float]) -> None:
+        """Run-level metrics of the battery (an API model's tokens and cost)."""
+        if metrics:
+            patiently(lambda: self.mlflow.log_metrics(metrics))
 
     def log_battery(self, *, intervals: dict[str, Any], recipe: dict, recipe_sha256: str,
                     stimulus_sets: dict[str, str]) -> None:
@@ -693,7 +838,8 @@ class BatteryRun:
                   if k != "epoch" and v is not None and v == v]
         client = self.mlflow.MlflowClient()
         for start in range(0, len(curves), MAX_METRICS_PER_BATCH):
-            client.log_batch(self.run_id, metrics=curves[start:start + MAX_METRICS_PER_BATCH])
+            patiently(lambda batch=curves[start:start + MAX_METRICS_PER_BATCH]:
+                      client.log_batch(self.run_id, metrics=batch))
         for path in artifacts.values():
             staged = self._staged(f"models/{task_id}/{path.name}")
             try:  # a link costs nothing where a checkpoint is hundreds of megabytes
@@ -702,67 +848,29 @@ class BatteryRun:
                 shutil.copyfile(path, staged)
 
 
+DEFAULT_UI = "http://127.0.0.1:5000"  # `gestalt ui`'s address unless --port says otherwise
+
+
+def ui_address_file(db: Path) -> Path:
+    """Beside a sqlite store, while `gestalt ui` serves it: the address it serves it on."""
+    return db.with_name(db.name + ".ui")
+
+
+def ui_base(uri: str) -> str:
+    """Where a browser finds the MLflow UI of store ``uri``: a tracking server itself (without
+    credentials), or for a local store the address `gestalt ui` serves it on now, else that
+    command's default address."""
+    parts = urlparse(uri)
+    if parts.scheme in ("http", "https"):
+        return parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]).geturl().rstrip("/")
+    db = _sqlite_path(uri)
+    if db is not None:
+        with contextlib.suppress(OSError):
+            return ui_address_file(db).read_text().strip() or DEFAULT_UI
+    return DEFAULT_UI
+
+
 def runs_table_url(base: str, experiment_id: str) -> str:
     """The experiment's runs table (not the GenAI overview) with the headline metric columns."""
     return (f"{base}/#/experiments/{experiment_id}/runs"
             f"?viewStateShareKey={SHARED_VIEW_KEY}&workflowType=machine_learning")
-
-
-def ui_server_command(uri: str, port: int) -> list[str]:
-    """A light ``mlflow server`` on 127.0.0.1 for a store: one worker and no job runners
-    (``mlflow ui`` starts about 15 processes)."""
-    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,
-           "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
-    if uri.startswith("sqlite:///"):  # experiments made in the UI keep artifacts beside the db
-        db = Path(uri.removeprefix("sqlite:///")).resolve()
-        cmd += ["--default-artifact-root", (db.parent / "mlartifacts").as_uri(), "--no-serve-artifacts"]
-    return cmd
-
-
-UI_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-
-
-def serve_ui(uri: str, *, port: int, experiment: str, echo: Callable[[str], None] = print) -> int:
-    """Start the UI server for ``uri`` (a store :func:`check_tracking_server` found), print the
-    runs table's URL, serve until interrupted."""
-    import signal
-    import subprocess
-    import urllib.request
-
-    from mlflow import MlflowClient
-
-    exp = MlflowClient(uri).get_experiment_by_name(experiment)
-    if exp is None:
-        raise GestaltError(f"{uri}: no experiment {experiment!r} (--experiment names another)")
-    base = f"http://127.0.0.1:{port}"
-    # the server runs in its own process group (it forks uvicorn), stopped as a whole below; a
-    # SIGTERM to this process must reach that cleanup too, not leave the server behind
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    proc = subprocess.Popen(ui_server_command(uri, port), env={**os.environ, **UI_ENV},
-                            start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                raise GestaltError(f"mlflow server exited with {proc.returncode} (is port {port} free? --port)")
-            try:
-                with urllib.request.urlopen(f"{base}/health", timeout=2) as reply:
-                    if reply.read().strip() == b"OK":
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise GestaltError(f"mlflow server on port {port}: not up after 120 s")
-            time.sleep(0.25)
-        echo(f"MLflow UI for {uri}: {runs_table_url(base, exp.experiment_id)}  (Ctrl-C stops it)")
-        return proc.wait()
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()

@@ -31,17 +31,21 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import re
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 from collections.abc import Iterator
 
 from ..errors import GestaltError
+from ..scores.bootstrap import interval_methods
+from ..scores.record import Score
 from ..scores.tasks import family_of
-from .mlflow_run import scorecard_markdown
+from .mlflow_run import HEADLINE_SUFFIXES, ui_base
 
 DIGEST_CHARS = 36  # MLflow's dataset digest columns are String(36)
 ALIAS = re.compile(r"^[\w-]+$")
@@ -58,6 +62,7 @@ class Scorecard:
     model_id: str  # the LoggedModel
     run_id: str
     tags: dict[str, str]
+    url: str  # the version's page in the MLflow UI
 
 
 def identity_digest(model: str, model_version: str) -> str:
@@ -95,6 +100,71 @@ def quiet_downloads() -> Iterator[None]:
             os.environ.pop(key, None)
         else:
             os.environ[key] = previous
+
+
+SCORE_FIELDS = {f.name for f in fields(Score)}
+# MLflow renders a description's Markdown table with no cell padding: "120" and "0" in adjacent
+# cells read "1200". An en space on each side of every cell (an entity: a cell's own spaces are
+# trimmed) keeps the columns apart on the page and is plain to read in the raw text.
+PAD = "&ensp;"
+
+
+def markdown_cell(text: object) -> str:
+    """``text`` as one Markdown table cell shows it verbatim: ``|`` escaped, ``<``/``>``/``&`` as
+    entities (``<concept uniqueID>`` would be taken for an HTML tag and vanish), one line."""
+    plain = " ".join(str(text).split())
+    return plain.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+
+
+def _scores(entry: dict[str, Any]) -> list[Score]:
+    """A task's Score records as intervals.json holds them."""
+    return [Score(**{k: v for k, v in d.items() if k in SCORE_FIELDS}) for d in entry.get("scores", [])]
+
+
+def _number(v: float | None, decimals: int) -> str:
+    return "" if v is None or not math.isfinite(v) else f"{v:.{decimals}f}"
+
+
+def scorecard_markdown(model: str, run_id: str, intervals: dict[str, Any]) -> str:
+    """A registered scorecard version's description (MLflow renders it on the version page): a
+    Markdown table, per task its headline (:meth:`Family.lead_score`, in bold; the runs table's and
+    the report matrix's number) then its family's secondary scores, each score with the same
+    decimals in every scorecard (:meth:`Family.decimals_of`) and its 95% interval, floor, ceiling,
+    n and nulls; an unavailable task with the reason."""
+    head = ["task", "score", "value", "95% interval", "floor", "ceiling", "n", "nulls", "note"]
+    align = ["---", "---", "---:", "---", "---:", "---:", "---:", "---:", "---"]
+
+    def row(cells: list[str]) -> str:
+        return "| " + " | ".join(f"{PAD}{c}{PAD}" if c else "" for c in cells) + " |"
+
+    lines = ["", row(head), "| " + " | ".join(align) + " |"]
+    drawn: list[Score] = []  # the shown scores, whose own methods say how their intervals were made
+    for task, entry in intervals.items():
+        if "unavailable" in entry:
+            lines.append(row([markdown_cell(task), "unavailable", "", "", "", "", "", "",
+                              markdown_cell(entry["unavailable"])]))
+            continue
+        family = family_of(task)
+        if family is None:
+            continue
+        scores = _scores(entry)
+        lead = family.lead_score(scores)
+        shown = ([lead] if lead is not None else []) + [
+            s for name in family.secondary for s in scores if s.name == name and s is not lead]
+        for s in shown:
+            d = family.decimals_of(s.name)
+            ci = (f"[{_number(s.ci_low, d)}, {_number(s.ci_high, d)}]"
+                  if s.ci_low is not None and s.ci_high is not None else "")
+            name = f"**{markdown_cell(s.name)}**" if s is lead else markdown_cell(s.name)
+            note = "censored " + str(s.extra["censored"]) if s.extra.get("censored") else ""
+            lines.append(row([markdown_cell(task), name, _number(s.value, d), ci, _number(s.floor, d),
+                              _number(s.ceiling, d), str(s.n), str(s.nulls), markdown_cell(note)]))
+        drawn += shown
+    methods = interval_methods(drawn)
+    how = f"95% intervals: {'; '.join(methods)}." if methods else "No intervals."
+    intro = (f"Alignment scorecard of **{markdown_cell(model)}**, battery run `{run_id}`. Floor: chance "
+             f"or a trivial strategy; ceiling: agreement among people. {markdown_cell(how)}")
+    return "\n".join([intro, *lines])
 
 
 def version_tags(run) -> dict[str, str]:
@@ -152,7 +222,11 @@ def link_metrics(mlflow, client, run, model_id: str, intervals: dict[str, Any]) 
         if not sha:
             raise RegistryError(f"run {run.info.run_id}: intervals.json {task} has no stimulus_set_sha256")
         dataset = _stimulus_set(task, sha, run.info.run_id)
-        keys = [k for k in run.data.metrics if k.startswith(f"{task}/")]
+        family = family_of(task)
+        lead = None if family is None else family.lead_score(_scores(entry))
+        short = "" if family is None or lead is None else family.short_name(task, lead.name)
+        keys = [k for k in run.data.metrics if k.startswith(f"{task}/")
+                or short and k in {short + suffix for suffix in HEADLINE_SUFFIXES}]
         by_time: dict[int, dict[str, float]] = {}
         for key in keys:  # original timestamps: the run's history gains no duplicate points
             last = client.get_metric_history(run.info.run_id, key)[-1]
@@ -201,15 +275,11 @@ def register_scorecard(tracking_uri: str, run_id: str, name: str | None = None,
         else:
             mv = mlflow.register_model(f"models:/{lm.model_id}", name, tags=vtags)
             client.update_model_version(name, mv.version, description=scorecard_markdown(
-                tags["gestalt.model"], run.info.run_id, intervals, _is_headline))
+                tags["gestalt.model"], run.info.run_id, intervals))
     client.set_registered_model_alias(name, alias, mv.version)
     return Scorecard(name=name, version=str(mv.version), alias=alias, model_id=lm.model_id,
-                     run_id=run.info.run_id, tags=vtags)
-
-
-def _is_headline(task_id: str, score_name: str) -> bool:
-    family = family_of(task_id)
-    return family is not None and family.is_headline(score_name)
+                     run_id=run.info.run_id, tags=vtags,
+                     url=f"{ui_base(tracking_uri)}/#/models/{quote(name, safe='')}/versions/{mv.version}")
 
 
 def find_scorecards(tracking_uri: str, experiment_id: str, task: str, stimulus_set_sha256: str,

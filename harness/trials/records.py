@@ -5,7 +5,9 @@ an exclusive lock, so several worker processes can share one file; a line torn b
 cut off on the next open, losing only the trial that was in flight; duplicates are dropped and a
 line that is not a record is quarantined, never a traceback. Records whose cache key no
 longer matches (model, stimulus, prompt, settings or harness changed) are moved aside to
-``<task>.stale.jsonl`` rather than mixed with fresh ones.
+``<task>.stale.jsonl`` rather than mixed with fresh ones; a trial whose call failed (not an answer:
+:func:`harness.readouts.parse.failed_call`) is moved to ``<task>.failed.jsonl`` when a rerun sends
+it again.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from ..version import __version__
 from ..errors import GestaltError
+from ..readouts.parse import failed_call
 from ..stimuli.registry import TASK_ID_PATTERN
 from .distributed import file_lock
 
@@ -235,11 +238,19 @@ class RecordStore:
         with self._lock():
             scan = self._scan()
             if not scan.clean:
-                self._quarantine(scan.rejected)
+                self._quarantine(scan)
                 self._rewrite(scan.records)
         return scan.records
 
-    def _quarantine(self, rejected: list[dict]) -> None:
+    def _quarantine(self, scan: _Scan) -> None:
+        """Say each repair the rewrite of ``scan`` makes; lines that are not records move to the
+        rejected file."""
+        if scan.torn:
+            log.warning("%s: cut a torn last line (the trial in flight when a process stopped); it runs again",
+                        self.path)
+        if scan.duplicates:
+            log.warning("%s: dropped %d duplicated line(s); each trial is kept once", self.path, scan.duplicates)
+        rejected = scan.rejected
         if not rejected:
             return
         with open(self.rejected_path, "a") as f:
@@ -268,9 +279,28 @@ class RecordStore:
                 with open(self.path.with_suffix(".stale.jsonl"), "a") as f:
                     f.writelines(json.dumps(r, sort_keys=True) + "\n" for r in stale)
             if stale or not scan.clean:
-                self._quarantine(scan.rejected)
+                self._quarantine(scan)
                 self._rewrite(done.values())
         return done
+
+    @property
+    def failed_path(self) -> Path:
+        return self.path.with_suffix(".failed.jsonl")
+
+    def set_aside_failed(self, expected_keys: dict[str, str]) -> int:
+        """Move the current trials whose call failed (:func:`failed_call`) to ``<task>.failed.jsonl``,
+        so they count as not done and are sent again; how many. The attempts stay on disk there."""
+        with self._lock():
+            scan = self._scan()
+            failed = [r for r in scan.records if expected_keys.get(r["trial_id"]) == r["cache_key"]
+                      and failed_call(r["parse_status"], r.get("extras"))]
+            if failed:
+                with open(self.failed_path, "a") as f:
+                    f.writelines(json.dumps(r, sort_keys=True) + "\n" for r in failed)
+                gone = {id(r) for r in failed}
+                self._quarantine(scan)
+                self._rewrite(r for r in scan.records if id(r) not in gone)
+        return len(failed)
 
     def _rewrite(self, records: Iterable[dict]) -> None:
         tmp = self.path.with_suffix(".tmp")

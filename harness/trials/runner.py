@@ -1,4 +1,5 @@
-"""Run one task for one model: resume from the record file, call the model only for what is missing.
+"""Run one task for one model: resume from the record file, call the model only for what is missing
+(a trial whose call failed is missing: it is sent again).
 
 The adapter is built without weights first; its fingerprint alone decides which trials are
 already done, so a complete rerun never loads the model. Pending trials are sharded across
@@ -21,6 +22,7 @@ from ..models.base import Generation, ModelAdapter, ModelSpec, fingerprint_hash
 from ..models.device import (chunk_size, free_device_memory, hub_progress_bars, is_cuda, keep_cpu_heap,
                              prepares_beside)
 from ..readouts.base import Response
+from ..readouts.parse import failed_call
 from ..readouts.registry import get_readout
 from ..stimuli.base import StimulusSet, prefetched
 from ..stimuli.registry import TaskSpec
@@ -142,13 +144,18 @@ def trial_keys(task_id: str, stimset: StimulusSet, model_id: str, readout: Any,
 
 
 def count_cached(store: RecordStore, keys: dict[str, str]) -> int:
-    """How many of ``keys``' trials have a record with their cache key (read only, nothing repaired)."""
-    return len(_read_done(store, keys)) if store.path.exists() else 0
+    """How many of ``keys``' trials have a record with their cache key that a rerun keeps: a failed
+    call is sent again, so it is not counted (read only, nothing repaired)."""
+    if not store.path.exists():
+        return 0
+    return sum(not failed_call(r["parse_status"], r.get("extras")) for r in _read_done(store, keys).values())
 
 
 def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapter: CountingAdapter,
              store: RecordStore, *, readout_name: str, readout_options: dict[str, Any], seed: int,
-             run_id: str, dist: Dist, progress: bool = True) -> TaskResult:
+             run_id: str, dist: Dist, progress: bool = True,
+             echo: Callable[[str], None] = log.info,
+             charge: Callable[[list[dict]], None] | None = None) -> TaskResult:
     if stimset.unavailable:
         return TaskResult(task.task_id, [], 0, 0, readout_name, unavailable=stimset.unavailable)
     readout_cls = get_readout(readout_name)
@@ -161,6 +168,9 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
 
     if dist.is_main:
         store.completed(keys)  # repairs a torn tail and moves stale records aside
+        if resent := store.set_aside_failed(keys):  # a failed call is not an answer: send it again
+            echo(f"{model_spec.id} {task.task_id}: re-sending {resent} failed calls "
+                 f"(earlier attempts kept in {store.failed_path.name})")
     dist.barrier()
     done = store.completed(keys) if dist.is_main else _read_done(store, keys)
     pending = [(s, rep) for s, rep in trials
@@ -211,6 +221,8 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
                             uses_prompt=readout.uses_prompt))
                     store.append(records)
                     new += len(records)
+                    if charge is not None:  # a spent budget stops here, the trials so far recorded
+                        charge(records)
                 if bar is not None:
                     bar.update(min(len(chunk) * dist.world, bar.total - bar.n))
             if bar is not None:

@@ -1,4 +1,4 @@
-"""Reliability campaign (issue 12 section 7): answer fuzzing with hypothesis.
+"""Reliability campaign: answer fuzzing with hypothesis.
 
 Three experiments over the answer parsers (parse_integer / parse_number / parse_label, and the
 CHART-6 extraction rules): arbitrary Unicode answers; number words with Unicode case-folding

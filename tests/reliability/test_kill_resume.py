@@ -1,7 +1,7 @@
 """Reliability campaign: SIGKILL a `gestalt recipe` at random points, then let it finish.
 
 The number of kills comes from GESTALT_RELIABILITY_KILLS (3 by default, 20 in the scheduled run,
-see the README), their times from GESTALT_RELIABILITY_SEED. A kill can land anywhere: during
+docs/reliability.md), their times from GESTALT_RELIABILITY_SEED. A kill can land anywhere: during
 start-up and preflight, mid-trial, while MLflow logs. After the last one the recipe runs to the end
 and must match an uninterrupted run: every trial recorded once, byte-identical scores, one run for
 the battery (each killed run continued, none left RUNNING)."""

@@ -1,4 +1,4 @@
-"""The recipe mutator (issue 12, section 7): a few hundred seeded mutations of the shipped recipes
+"""The recipe mutator: a few hundred seeded mutations of the shipped recipes
 and a small one, each of which must either load or be refused in one line naming the file (or
 the override) and the key: never a traceback, never a hang.
 

@@ -1,4 +1,4 @@
-"""Reliability campaign (issue 12 section 7): the fake vendor's fault modes with a planted key.
+"""Reliability campaign: the fake vendor's fault modes with a planted key.
 
 One battery of 120 trials against the fake vendor, whose first replies are every fault mode it has
 (rate limits with each Retry-After form, 5xx, x-should-retry, 409, quota, malformed and

@@ -98,13 +98,16 @@ def _select_levels(levels, ood) -> list:
     return out
 
 
+MAX_ITEMS = 1_000_000  # charts a split may hold: over 10x the papers' largest (60,000 training charts)
+
+
 class GrapeOptions(TaskOptions):
     chart_type: int = Field(1, ge=1, le=5)
-    n_train: int = Field(5000, ge=0)
-    n_val: int = Field(1000, ge=0)
-    n_test: int = Field(1000, ge=1)
+    n_train: int = Field(5000, ge=0, le=MAX_ITEMS)
+    n_val: int = Field(1000, ge=0, le=MAX_ITEMS)
+    n_test: int = Field(1000, ge=1, le=MAX_ITEMS)
     ood: Any = "all"  # "all", "none", a list of parameters or {parameter: [levels]}
-    n_ood: int = Field(100, ge=0)
+    n_ood: int = Field(100, ge=0, le=MAX_ITEMS)
     augment: str | None = None
     mask: bool = False
     levels: Literal["config", "paper"] = "config"
@@ -170,9 +173,9 @@ def build_grape(sources: Sources, seed: int = 0, *, chart_type: int = 1, n_train
 
 class HaehnOptions(TaskOptions):
     chart_type: int = Field(1, ge=1, le=5)
-    n_train: int = Field(5000, ge=0)
-    n_val: int = Field(1000, ge=0)
-    n_test: int = Field(1000, ge=1)
+    n_train: int = Field(5000, ge=0, le=MAX_ITEMS)
+    n_val: int = Field(1000, ge=0, le=MAX_ITEMS)
+    n_test: int = Field(1000, ge=1, le=MAX_ITEMS)
     noise: bool = False
     values: Literal["cleveland-mcgill", "cleveland-mcgill-20", "random"] = "cleveland-mcgill"
     marked: Literal["fixed", "adjacent"] = "fixed"

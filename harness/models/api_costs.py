@@ -1,0 +1,144 @@
+"""What API calls cost: the vendors' prices as data (``prices.csv``), a trial's cost from its usage,
+and the input tokens a request will carry, estimated before a run.
+
+``prices.csv`` has one row per (vendor, model): USD per million input, output, cached-input, batch
+input and batch output tokens, the date of the price, the vendor's pricing page (``source``) and
+the page the figures were read from (``via``). Azure deployments are priced as the OpenAI model
+they serve. Thinking tokens are billed as output, cached input at its own rate.
+
+Input tokens of an image follow each vendor's documented rule: OpenAI 85 + 170 per 512 px tile
+once the image fits 2048 px and its short side is at most 768 px; Anthropic width x height / 750
+once the long side is at most 1568 px; Gemini 258 per image of at most 384 px, else per 768 px
+tile. Text is counted at about four characters a token: an estimate, for the dry run; the run
+itself counts what the vendors report.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from ..errors import GestaltError
+
+PRICES = resources.files("harness.models").joinpath("prices.csv")
+PRICE_VENDOR = {"azure": "openai"}  # a deployment bills as the model it serves
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per million tokens of one model, with where and when the figures were read."""
+
+    vendor: str
+    model: str
+    input: float
+    output: float
+    cached_input: float | None
+    batch_input: float
+    batch_output: float
+    date: str
+    source: str
+
+
+@lru_cache(maxsize=1)
+def _prices() -> dict[tuple[str, str], Price]:
+    out = {}
+    with PRICES.open() as f:
+        for row in csv.DictReader(f):
+            cached = row["cached_input_usd_per_mtok"]
+            out[row["vendor"], row["model"]] = Price(
+                row["vendor"], row["model"], float(row["input_usd_per_mtok"]), float(row["output_usd_per_mtok"]),
+                float(cached) if cached else None, float(row["batch_input_usd_per_mtok"]),
+                float(row["batch_output_usd_per_mtok"]), row["date"], row["source"])
+    return out
+
+
+def price_of(provider: str, model: str) -> Price | None:
+    """The model's price, or None when ``prices.csv`` has no row for it."""
+    return _prices().get((PRICE_VENDOR.get(provider, provider), model))
+
+
+def cost_usd(price: Price, usage: dict[str, int]) -> float:
+    """A call's cost from its normalised usage (``input_tokens`` including ``cached_tokens``;
+    ``output_tokens`` without ``thinking_tokens``, which bill as output)."""
+    cached = usage.get("cached_tokens", 0)
+    fresh = usage.get("input_tokens", 0) - cached
+    cached_rate = price.input if price.cached_input is None else price.cached_input
+    out = usage.get("output_tokens", 0) + usage.get("thinking_tokens", 0)
+    return (fresh * price.input + cached * cached_rate + out * price.output) / 1e6
+
+
+def _fit(width: int, height: int, longest: float) -> tuple[float, float]:
+    scale = min(1.0, longest / max(width, height))
+    return width * scale, height * scale
+
+
+def image_tokens(provider: str, width: int, height: int) -> int:
+    if provider == "anthropic":
+        w, h = _fit(width, height, 1568)
+        return math.ceil(w * h / 750)
+    if provider == "google":
+        if width <= 384 and height <= 384:
+            return 258
+        return 258 * math.ceil(width / 768) * math.ceil(height / 768)
+    w, h = _fit(width, height, 2048)  # OpenAI and compatible servers: OpenAI's high-detail rule
+    scale = min(1.0, 768 / min(w, h))
+    return 85 + 170 * math.ceil(w * scale / 512) * math.ceil(h * scale / 512)
+
+
+def estimate_input_tokens(provider: str, image_size: tuple[int, int] | None, prompt: str) -> int:
+    """Input tokens of one request: its image by the vendor's rule, its text at ~4 characters a token."""
+    image = image_tokens(provider, *image_size) if image_size else 0
+    return image + math.ceil(len(prompt) / 4)
+
+
+def estimate_line(provider: str, model: str, jobs: Sequence[tuple[int, tuple[int, int] | None, str, int]]) -> str:
+    """The dry run's line for one API model: its calls still to run, their input tokens (estimated),
+    their output budget (an upper bound) and what that costs at the table's prices. ``jobs``: per
+    task (calls, image size, prompt, output budget)."""
+    calls = sum(n for n, *_ in jobs)
+    tokens_in = sum(n * estimate_input_tokens(provider, size, prompt) for n, size, prompt, _ in jobs)
+    tokens_out = sum(n * budget for n, _, _, budget in jobs)
+    line = f"  estimated: {calls} calls, ~{tokens_in:,} input tokens, <= {tokens_out:,} output tokens"
+    price = price_of(provider, model)
+    if price is None:
+        return f"{line}; no price for {provider}/{model} in harness/models/prices.csv"
+    usd = cost_usd(price, {"input_tokens": tokens_in, "output_tokens": tokens_out})
+    return f"{line}, ~${usd:.2f} at {price.model} prices of {price.date} (harness/models/prices.csv)"
+
+
+def battery_usage(records: list[dict], provider: str, model: str) -> dict[str, float]:
+    """A battery's tokens and cost from its trials' recorded usage (what the vendor reported):
+    ``tokens_in`` (cached included), ``tokens_out`` (thinking included) and, where the table
+    prices the model, ``cost_usd``."""
+    usages = [r.get("usage") or {} for r in records]
+    out = {"tokens_in": float(sum(u.get("input_tokens", 0) for u in usages)),
+           "tokens_out": float(sum(u.get("output_tokens", 0) + u.get("thinking_tokens", 0) for u in usages))}
+    price = price_of(provider, model)
+    if price is not None:
+        out["cost_usd"] = sum(cost_usd(price, u) for u in usages)
+    return out
+
+
+class BudgetReached(GestaltError):
+    """The recipe's ``budget_usd`` is spent: the battery in progress stops, its records kept."""
+
+
+class Budget:
+    """What a run of a recipe has spent on API calls, at the table's prices, against its
+    ``budget_usd`` (in this process: each process of a multi-process run counts its own calls)."""
+
+    def __init__(self, limit_usd: float):
+        self.limit_usd = limit_usd
+        self.spent_usd = 0.0
+
+    def charge(self, price: Price, records: list[dict]) -> None:
+        """Add the cost of trials just recorded; raises BudgetReached once the budget is spent."""
+        self.spent_usd += sum(cost_usd(price, r.get("usage") or {}) for r in records)
+        if self.spent_usd >= self.limit_usd:
+            raise BudgetReached(f"budget_usd {self.limit_usd:g} reached (spent ${self.spent_usd:.4f} at "
+                                f"{price.model} prices of {price.date}); records kept, a rerun with a "
+                                f"larger budget continues")

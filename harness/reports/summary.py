@@ -1,0 +1,96 @@
+"""The experiment's answer in MLflow: one summary run a UI user finds in the runs table.
+
+After a recipe and on ``gestalt report``, the experiment's summary run (tag ``gestalt.summary``,
+one per experiment, reused) holds the paper's matrix (models x tasks, each task's headline with
+its interval, colour = position between floor and ceiling, rank groups as letters) and its
+dissociation figure (silhouette accuracy against error consistency) as artifacts, shown on the
+run's own page through its description, with ``rank_groups.json`` and ``runs.json`` beside them.
+Home -> experiment -> the summary run: two clicks.
+
+It also gives each model's run its own colour (MLflow's ``mlflow.runColor`` tag, which the UI's
+tables and charts use): colour-blind-safe colours in the report's model order, where MLflow's
+own colour from the run id drew two of three runs in nearly the same blue.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..tracking.mlflow_run import ui_base
+from .style import OKABE_ITO
+
+SUMMARY_TAG = "gestalt.summary"
+RUN_COLOR_TAG = "mlflow.runColor"  # read by MLflow's UI for a run's colour in tables and charts
+NOTE_TAG = "mlflow.note.content"  # the run's description, Markdown on its page
+MODEL_COLORS = tuple(c for c in OKABE_ITO if c != "#000000")  # black marks the summary run
+FIGURES = {"matrix.png": "matrix.png", "accuracy_vs_kappa.png": "dissociation.png"}
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """A model's battery run as the summary names and colours it."""
+
+    model: str
+    family: str
+    run_id: str
+    color: str | None  # its mlflow.runColor tag now
+
+
+@dataclass(frozen=True)
+class Summary:
+    run_id: str
+    url: str  # its page in the MLflow UI
+
+
+def summary_markdown(run_id: str, experiment: str, runs: list[ModelRun], figures: list[str],
+                     groups_note: str) -> str:
+    """The summary run's description: what it shows and the figures themselves, drawn from its
+    artifacts by the UI's own artifact route (relative to the UI's page)."""
+    # the figures first: the page shows a description's first lines until "Show more"
+    lines = [f"![{name}](get-artifact?path={name}&run_uuid={run_id})" for name in figures[:1]]
+    lines += ["", f"**Answer of experiment `{experiment}`**: per task, each model's headline score with its "
+              f"95% interval, coloured by its position between the task's floor and human ceiling; "
+              f"{groups_note}.", "",
+              f"{len(runs)} models: " + ", ".join(f"`{r.model}` ({r.family})" for r in runs), ""]
+    lines += [f"![{name}](get-artifact?path={name}&run_uuid={run_id})" for name in figures[1:]]
+    return "\n".join(lines)
+
+
+def log_summary(tracking_uri: str, experiment: str, experiment_id: str, runs: list[ModelRun],
+                headline: dict[str, str], figures: dict[str, bytes], groups: dict[tuple[str, str], str],
+                groups_note: str) -> Summary:
+    """Write the experiment's summary run (made on first use, updated after) and colour the model
+    runs (in the order given); ``headline``: task -> its headline score's name; ``figures`` are
+    the report's (name -> PNG), of which the matrix and the dissociation figure are logged."""
+    from mlflow import MlflowClient
+    from mlflow.entities import RunTag
+
+    client = MlflowClient(tracking_uri)
+    found = client.search_runs([experiment_id], f"tags.`{SUMMARY_TAG}` = 'true'", max_results=1,
+                               order_by=["attributes.start_time DESC"])
+    if found:
+        run_id = found[0].info.run_id
+    else:
+        run_id = client.create_run(experiment_id, run_name="summary: rank groups per task",
+                                   tags={SUMMARY_TAG: "true", RUN_COLOR_TAG: "#000000"}).info.run_id
+    logged = [FIGURES[name] for name in FIGURES if name in figures]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, as_name in FIGURES.items():
+            if name in figures:
+                (Path(tmp) / as_name).write_bytes(figures[name])
+        (Path(tmp) / "rank_groups.json").write_text(json.dumps(
+            {"method": groups_note, "groups": [{"model": m, "task": t, "groups": g} for (m, t), g in groups.items()],
+             "headline": headline}, indent=1) + "\n")
+        (Path(tmp) / "runs.json").write_text(json.dumps(
+            [{"model": r.model, "family": r.family, "run_id": r.run_id} for r in runs], indent=1) + "\n")
+        client.log_artifacts(run_id, tmp)
+    client.log_batch(run_id, tags=[RunTag(NOTE_TAG, summary_markdown(run_id, experiment, runs, logged, groups_note))])
+    client.set_terminated(run_id, "FINISHED")
+    for i, r in enumerate(runs):
+        color = MODEL_COLORS[i % len(MODEL_COLORS)]
+        if r.color != color:
+            client.set_tag(r.run_id, RUN_COLOR_TAG, color)
+    return Summary(run_id, f"{ui_base(tracking_uri)}/#/experiments/{experiment_id}/runs/{run_id}")

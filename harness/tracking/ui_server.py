@@ -1,0 +1,194 @@
+"""The MLflow UI `gestalt ui` serves: MLflow's own server application, its page opening on the
+model-training runs view with the headline columns in a fresh browser.
+
+MLflow 3.17's UI takes the workflow it shows (GenAI overview or model-training runs) from the
+page address (``?workflowType=``) or else from the browser's local storage
+(``mlflow.workflowType_v1``), GenAI by default; it ignores the experiment's
+``mlflow.experimentKind`` tag. So Home -> experiment, the Experiments list and a bare
+``#/experiments/<id>`` land on traces and costs in a new browser profile. The runs table keeps
+its columns per experiment in local storage too (``MLflowLocalStorage-1.1-ExperimentPage-
+["<id>"]-ReactComponentState``), empty of metrics on a first visit.
+
+This application wraps MLflow's (``mlflow.server.fastapi_app``) and adds one script to the
+page it serves at ``/``: where the browser holds no choice yet, it stores the model-training
+workflow and, for each experiment whose runs logged headlines, the runs-table columns of its
+"Headlines" view (the experiment tag :data:`~harness.tracking.mlflow_run.SHARED_VIEW_TAG`).
+A choice the user makes in the UI is stored over it and kept. Everything else is MLflow's.
+
+Run by uvicorn in the process `gestalt ui` starts (:func:`serve_ui`, :func:`server_command`),
+configured as ``mlflow server`` configures its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import GestaltError
+from .mlflow_run import SHARED_VIEW_TAG, _sqlite_path, runs_table_url, shown_uri, ui_address_file
+
+WORKFLOW_KEY = "mlflow.workflowType_v1"  # the UI's useLocalStorage key "mlflow.workflowType", version 1
+RUNS_STATE_KEY = "MLflowLocalStorage-1.1-ExperimentPage-{ids}-ReactComponentState"
+STORE_ENV = "GESTALT_UI_STORE"  # the store this application serves (read by create_app)
+
+
+def first_visit_defaults(experiment_tags: dict[str, dict[str, str]]) -> dict[str, str]:
+    """Local-storage key -> value the page sets where the browser has none: the model-training
+    workflow, and per experiment ``experiment_tags`` (id -> tags) gives a headline view for, that
+    view's columns and widths as the runs table's state."""
+    out = {WORKFLOW_KEY: json.dumps("machine_learning")}
+    for experiment_id, tags in experiment_tags.items():
+        view = tags.get(SHARED_VIEW_TAG)
+        if not view:
+            continue
+        try:
+            loaded = json.loads(view)
+            state = json.loads(loaded["state"]) if "state" in loaded else loaded
+        except (ValueError, TypeError, KeyError):
+            continue
+        runs_state = {k: state[k] for k in ("selectedColumns", "columnWidths") if k in state}
+        out[RUNS_STATE_KEY.format(ids=json.dumps([experiment_id]))] = json.dumps(runs_state)
+    return out
+
+
+def first_visit_script(defaults: dict[str, str]) -> bytes:
+    # "</" never occurs inside the inline script: json.dumps escapes no "/", so it is escaped here
+    data = json.dumps(defaults).replace("</", "<\\/")
+    return (f"<script>(function(d){{try{{for(var k in d){{if(localStorage.getItem(k)===null)"
+            f"{{localStorage.setItem(k,d[k]);}}}}}}catch(e){{}}}})({data});</script>").encode()
+
+
+def inject(page: bytes, script: bytes) -> bytes:
+    """``page`` with ``script`` first in its head (before MLflow's own script reads the storage)."""
+    head = page.find(b"<head>")
+    return page if head < 0 else page[:head + 6] + script + page[head + 6:]
+
+
+def create_app() -> Any:
+    """MLflow's server application, its page at ``/`` carrying :func:`first_visit_script`."""
+    # MLflow's module imports starlette's deprecated WSGI middleware: a warning in a terminal the
+    # user did not ask for
+    warnings.filterwarnings("ignore", module="mlflow")
+    warnings.filterwarnings("ignore", message=".*starlette.middleware.wsgi.*")
+    from mlflow import MlflowClient
+    from mlflow.server.fastapi_app import app as mlflow_app
+
+    client = MlflowClient(os.environ[STORE_ENV])
+
+    def defaults() -> dict[str, str]:
+        return first_visit_defaults({e.experiment_id: e.tags for e in client.search_experiments()})
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "GET" or scope["path"] != "/":
+            await mlflow_app(scope, receive, send)
+            return
+        # the page uncompressed and never from a cache: the script carries the store's views now
+        scope = {**scope, "headers": [(k, v) for k, v in scope["headers"]
+                                      if k.lower() not in (b"accept-encoding", b"if-none-match",
+                                                           b"if-modified-since")]}
+        start: dict[str, Any] = {}
+        body: list[bytes] = []
+
+        async def rewrite(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+                return
+            if message["type"] != "http.response.body":
+                await send(message)
+                return
+            body.append(message.get("body", b""))
+            if message.get("more_body"):
+                return
+            page = b"".join(body)
+            if start.get("status") == 200:
+                page = inject(page, first_visit_script(defaults()))
+            drop = (b"content-length", b"etag", b"last-modified", b"cache-control")
+            headers = [(k, v) for k, v in start.get("headers", []) if k.lower() not in drop]
+            headers += [(b"content-length", str(len(page)).encode()), (b"cache-control", b"no-store")]
+            await send({**start, "headers": headers})
+            await send({"type": "http.response.body", "body": page})
+
+        await mlflow_app(scope, receive, rewrite)
+
+    return app
+
+
+def server_command(uri: str, port: int, verbose: bool = False) -> tuple[list[str], dict[str, str]]:
+    """(command, environment) of a one-worker UI server for store ``uri`` on 127.0.0.1:``port``,
+    set up as ``mlflow server --workers 1 --no-serve-artifacts`` sets up its own (no job runner:
+    ``mlflow ui`` starts about 15 processes). Quiet but for errors unless ``verbose``: no
+    request log, no library warnings."""
+    from mlflow.environment_variables import _MLFLOW_SGI_NAME
+    from mlflow.server.constants import ARTIFACT_ROOT_ENV_VAR, BACKEND_STORE_URI_ENV_VAR, REGISTRY_STORE_URI_ENV_VAR
+
+    env = {STORE_ENV: uri, BACKEND_STORE_URI_ENV_VAR: uri, REGISTRY_STORE_URI_ENV_VAR: uri,
+           _MLFLOW_SGI_NAME.name: "uvicorn", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    if uri.startswith("sqlite:///"):  # experiments made in the UI keep artifacts beside the db
+        db = Path(uri.removeprefix("sqlite:///")).resolve()
+        env[ARTIFACT_ROOT_ENV_VAR] = (db.parent / "mlartifacts").as_uri()
+    if not verbose:
+        env["PYTHONWARNINGS"] = "ignore"
+    cmd = [sys.executable, "-m", "uvicorn", "--factory", f"{__name__}:create_app", "--host", "127.0.0.1",
+           "--port", str(port), "--workers", "1"]
+    cmd += [] if verbose else ["--no-access-log", "--log-level", "warning"]
+    return cmd, env
+
+
+def serve_ui(uri: str, *, port: int, experiment: str, echo: Callable[[str], None] = print,
+             verbose: bool = False) -> int:
+    """Start the UI server for ``uri`` (a store :func:`check_tracking_server` found; the server:
+    :func:`server_command`), print the runs table's URL, serve until interrupted.
+    Requests and library warnings reach the terminal only when ``verbose``."""
+    import signal
+    import subprocess
+    import urllib.request
+
+    from mlflow import MlflowClient
+
+    exp = MlflowClient(uri).get_experiment_by_name(experiment)
+    if exp is None:
+        raise GestaltError(f"{uri}: no experiment {experiment!r} (--experiment names another)")
+    base = f"http://127.0.0.1:{port}"
+    # the server runs in its own process group (it forks uvicorn), stopped as a whole below; a
+    # SIGTERM to this process must reach that cleanup too, not leave the server behind
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    cmd, env = server_command(uri, port, verbose)
+    proc = subprocess.Popen(cmd, env={**os.environ, **env}, start_new_session=True)
+    db = _sqlite_path(uri)
+    address = ui_address_file(db) if db is not None else None
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                raise GestaltError(f"mlflow server exited with {proc.returncode} (is port {port} free? --port)")
+            try:
+                with urllib.request.urlopen(f"{base}/health", timeout=2) as reply:
+                    if reply.read().strip() == b"OK":
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise GestaltError(f"mlflow server on port {port}: not up after 120 s")
+            time.sleep(0.25)
+        if address is not None:  # the report's and register's links follow it
+            address.write_text(base + "\n")
+        echo(f"MLflow UI for {shown_uri(uri)}: {runs_table_url(base, exp.experiment_id)}  (Ctrl-C stops it)")
+        return proc.wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        if address is not None:
+            address.unlink(missing_ok=True)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()

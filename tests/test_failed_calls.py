@@ -1,0 +1,117 @@
+"""A failed call is not an answer: a battery's failure nulls (auth, quota, rate limit after retries,
+server error, timeout, transport) are sent again by a rerun, in the same MLflow run, and the run's
+status and exit code say whether any remain. Answer nulls (unparseable, refusal, truncated,
+safety) are final. The battery is the silhouette task answered by the fake vendor."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests import lifecycle as life
+from tests.fake_vendor_server import FakeVendorServer, Status
+
+
+@pytest.fixture
+def server():
+    with FakeVendorServer(key=life.KEY, answer=life.answer) as s:
+        yield s
+
+
+@pytest.fixture(autouse=True)
+def online_again(monkeypatch):
+    monkeypatch.setenv("GESTALT_OFFLINE", "0")  # --offline sets it for the process; undone after each test
+
+
+def test_rerun_with_a_good_key_sends_exactly_the_failed_trials(tmp_path, server):
+    path = life.api_recipe(tmp_path, server.url)
+    # a key that stops working during the battery: --offline skips the check that would catch it first
+    code, _, err = life.cli(path, "--offline", key="sk-dead-key-000000000000")
+    assert code == 1 and "FAILED" in err
+    assert len(server.requests) == 0  # the fake records only requests that passed its key check
+    (run,) = life.battery_runs(tmp_path)
+    assert run.info.status == "FAILED"
+    assert {r["parse_status"] for r in life.record_lines(tmp_path)} == {"null:api_error:http_401"}
+
+    os.environ["GESTALT_OFFLINE"] = "0"  # the rerun checks the key first
+    code, out, err = life.cli(path)
+    assert code == 0, err[-2000:]
+    assert f"re-sending {life.TRIALS} failed calls" in out
+    assert len(server.requests) == life.TRIALS
+    assert f"continuing run {run.info.run_id}" in out and f"{life.TRIALS} new trials" in out
+    (after,) = life.battery_runs(tmp_path)
+    assert after.info.run_id == run.info.run_id and after.info.status == "FINISHED"
+    assert "gestalt.outcome" not in after.data.tags  # the earlier failure no longer describes the run
+    records = life.record_lines(tmp_path)
+    assert len(records) == life.TRIALS and {r["parse_status"] for r in records} == {"ok"}
+    # the failed attempts are kept beside the records, not mixed with them
+    kept = life.whole_records(tmp_path / "out/fake-api/records" / f"{life.TASK}.failed.jsonl")
+    assert len(kept) == life.TRIALS and all(r["parse_status"] == "null:api_error:http_401" for r in kept)
+
+
+def test_partly_failed_battery_fails_and_a_rerun_sends_only_its_failures(tmp_path, server):
+    path = life.api_recipe(tmp_path, server.url)
+    server.script(*[Status(500)] * 5)  # max_retries 0: five trials end as failed calls
+    code, _, err = life.cli(path)
+    assert code == 1, "a partly failed battery must not exit 0"
+    line = next(x for x in err.splitlines() if x.startswith("gestalt"))
+    assert "5 of 80 trials are failed calls" in line and "null:api_error:http_500 x5" in line
+    (run,) = life.battery_runs(tmp_path)
+    assert run.info.status == "FAILED"
+
+    code, out, err = life.cli(path)
+    assert code == 0, err[-2000:]
+    assert "re-sending 5 failed calls" in out
+    assert len(server.requests) == life.TRIALS + 5
+    (after,) = life.battery_runs(tmp_path)
+    assert after.info.run_id == run.info.run_id and after.info.status == "FINISHED"
+
+    code, out, _ = life.cli(path)  # nothing failed remains: up to date, nothing sent
+    assert code == 0 and "up to date" in out and len(server.requests) == life.TRIALS + 5
+
+
+@pytest.mark.parametrize("status,extras,failed", [
+    ("null:api_error:http_401", {}, True),
+    ("null:api_error:quota", {}, True),
+    ("null:api_error:timeout", {}, True),
+    ("null:api_error:ConnectionError", {}, True),
+    ("null:api_error:http_429", {}, True),
+    ("null:api_error:http_529", {}, True),
+    ("null:api_error:http_403", {}, True),
+    # the vendor rejects the request itself: the same request fails the same way
+    ("null:api_error:http_400", {}, False),
+    ("null:api_error:http_413", {}, False),
+    ("null:api_error:refused", {}, False),
+    # a published decision file that does not cover the image: asking again gives the same answer
+    ("null:api_error:no_decision", {}, False),
+    ("null:extractor_error", {"extractor_error": "http_503: overloaded"}, True),
+    ("null:extractor_error", {"extractor_error": "truncated: finish_reason length"}, False),
+    ("null:truncated", {}, False),
+    ("null:refusal", {}, False),
+    ("null:safety", {}, False),
+    ("null:no_label", {}, False),
+    ("null:parse_error", {}, False),
+    ("ok", {}, False),
+])
+def test_failure_nulls_are_told_from_answer_nulls(status, extras, failed):
+    from harness.readouts.parse import failed_call
+
+    assert failed_call(status, extras) is failed
+
+
+def test_bad_key_stops_at_preflight_in_one_line_before_any_run(tmp_path, server):
+    path = life.api_recipe(tmp_path, server.url)
+    code, _, err = life.cli(path, key="sk-dead-key-000000000000")
+    assert code == 2
+    (line,) = [x for x in err.splitlines() if x.strip()]
+    assert line.startswith("gestalt: error:") and life.ENV_KEY in line and "refused" in line
+    assert not life.battery_runs(tmp_path) and not life.record_lines(tmp_path) and not server.requests
+    assert len(server.model_checks) == 0  # the fake counts only checks that passed its key check
+
+
+def test_offline_skips_the_credential_check(tmp_path, server):
+    path = life.api_recipe(tmp_path, server.url)
+    code, _, err = life.cli(path, "--offline")
+    assert code == 0, err[-2000:]
+    assert not server.model_checks and len(server.requests) == life.TRIALS

@@ -1,0 +1,207 @@
+"""Rank groups per task: the paired bootstrap of two models' difference on the same resampled
+stimuli, the per-stimulus form of each family's primary score, censored values left unranked,
+and `gestalt recipe` ending with the groups and with where everything is."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import yaml
+
+from harness.models.base import ModelSpec
+from harness.scores.ranking import (
+    ItemValues,
+    letter_groups,
+    paired_differences,
+    position,
+    primary_items,
+    rank_task,
+)
+from harness.scores.record import Score
+from harness.scores.tasks import Bootstrap, get_family
+from harness.stimuli.registry import get_task
+from harness.trials.records import make_record
+from tests.conftest import MIRROR, REPO
+
+BOOT = Bootstrap(n=400, seed=0)
+
+
+def score(value, lo, hi, **kw):
+    return Score(name="B", value=value, ci_low=lo, ci_high=hi, n=100, nulls=0, method="m", version="v", **kw)
+
+
+def items(correct_on, n=100):
+    values = np.zeros(n)
+    values[list(correct_on)] = 1
+    return ItemValues(values, np.ones(n, bool))
+
+
+def test_a_paired_difference_tells_apart_what_overlapping_intervals_cannot():
+    """b is right on a subset of a's stimuli: 0.60 vs 0.55, marginal intervals of about +-0.1
+    overlap, but on the same resampled stimuli a - b is never below 0 and its interval excludes 0."""
+    a, b = items(range(60)), items(range(55))
+    lo, hi = paired_differences([a, b], BOOT)
+    # recomputed here: the share of the 5 stimuli only a gets right, in each draw of 100 stimuli
+    draws = np.isin(np.random.default_rng(0).integers(0, 100, (400, 100)), range(55, 60)).mean(axis=1)
+    assert lo[0, 1] == pytest.approx(np.quantile(draws, 0.025)) and lo[0, 1] > 0
+    assert hi[0, 1] == pytest.approx(np.quantile(draws, 0.975))
+    ranking = rank_task({"b": (score(0.55, 0.45, 0.65), b), "a": (score(0.60, 0.50, 0.70), a)}, BOOT, "B")
+    assert [(r.model_id, r.groups) for r in ranking.ranked] == [("a", "a"), ("b", "b")]
+    assert "paired bootstrap" in ranking.method
+    # without the per-stimulus form the task falls back to interval overlap, and says so
+    unpaired = rank_task({"b": (score(0.55, 0.45, 0.65), None), "a": (score(0.60, 0.50, 0.70), a)}, BOOT, "B")
+    assert [r.groups for r in unpaired.ranked] == ["a", "a"] and unpaired.method.startswith("NOT PAIRED")
+
+
+def test_groups_are_the_maximal_sets_not_told_apart():
+    """a ~ b and b ~ c but a and c apart: b shares a letter with each, a and c none."""
+    together = np.array([[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 0], [0, 0, 0, 1]], bool)
+    assert letter_groups([0, 1, 2, 3], together) == {0: "a", 1: "ab", 2: "b", 3: "c"}
+    assert letter_groups([0, 1], np.ones((2, 2), bool)) == {0: "a", 1: "a"}
+
+
+def test_censored_and_missing_values_are_not_ranked():
+    capacity = Score(name="capacity", value=1.0, ci_low=1.0, ci_high=1.0, n=200, nulls=0, method="m",
+                     version="v", extra={"censored": "below"})
+    none = Score(name="B", value=None, ci_low=None, ci_high=None, n=0, nulls=80, method="m", version="v")
+    ranking = rank_task({"x": (capacity, None), "y": (none, None), "z": (None, None),
+                         "w": (score(0.5, 0.4, 0.6), items(range(50)))}, BOOT, "capacity")
+    assert [r.model_id for r in ranking.ranked] == ["w"]
+    why = {m: reason for m, _, reason in ranking.unranked}
+    assert why["x"].startswith("censored below") and why["y"].startswith("no value")
+    assert why["z"] == "no primary score"
+
+
+def test_position_runs_from_floor_to_ceiling():
+    assert position(score(0.5, 0.4, 0.6, floor=0.25, ceiling=0.75)) == pytest.approx(0.5)
+    assert position(score(0.8, 0.7, 0.9, floor=0.25, ceiling=0.75)) == pytest.approx(1.1)  # past it
+    assert position(score(0.5, 0.4, 0.6, floor=0.0)) == pytest.approx(0.5)  # no ceiling: against 1
+    assert position(score(0.5, 0.4, 0.6)) is None
+
+
+# -- the per-stimulus form reproduces each family's primary score ------------------------------------
+
+def records_for(task_id, stimset, answer, reps=1):
+    task = get_task(task_id)
+    spec = ModelSpec(id="m", source="timm", name="x")
+    out = []
+    for k, s in enumerate(stimset.test):
+        for rep in range(reps):
+            response = answer(k, s, rep)
+            out.append(make_record(task=task, stimset=stimset, stimulus=s, model_spec=spec, model_version="v",
+                                   readout="r", rep=rep, n_reps=reps, response=response, raw_output=None,
+                                   parse_status="ok" if response is not None else "null:no_answer",
+                                   latency_s=0.0, seed=0, run_id="r", key="0" * 64))
+    return out
+
+
+def check_family(task_id, stimset, records):
+    from harness.trials.records import per_stimulus
+
+    task = get_task(task_id)
+    scored = records if task.all_reps else per_stimulus(records)
+    scores = get_family(task.scoring).score(scored, stimset, BOOT)
+    primary = get_family(task.scoring).primary_score(scores)
+    found = primary_items(task.scoring, scores, scored, stimset)
+    assert found is not None, task_id
+    assert found.statistic(np.arange(len(stimset.test))[None])[0] == pytest.approx(primary.value, abs=1e-12)
+    return primary, found
+
+
+def test_silhouette_b_per_stimulus_and_its_interval_are_the_scorers(sources):
+    stimset = get_task("closure.nat.silhouette").build(sources)
+    rng = np.random.default_rng(1)
+    options = list(stimset.options)
+    answers = [s.human_target if rng.random() < 0.5 else options[rng.integers(len(options))] for s in stimset.test]
+    primary, found = check_family("closure.nat.silhouette", stimset,
+                                  records_for("closure.nat.silhouette", stimset, lambda k, s, rep: answers[k]))
+    assert primary.name == "B"
+    # no nulls: the paired draws of one model are the scorer's own draws (same stimuli, same seed)
+    from harness.scores.bootstrap import percentile_ci, resample_indices
+
+    lo, hi = percentile_ci(found.statistic(resample_indices(len(stimset.test), BOOT.n, BOOT.seed)))
+    assert (lo, hi) == pytest.approx((primary.ci_low, primary.ci_high))
+    # with nulls the statistic is over the answered stimuli, as B is
+    check_family("closure.nat.silhouette", stimset, records_for(
+        "closure.nat.silhouette", stimset, lambda k, s, rep: None if k % 7 == 0 else answers[k]))
+
+
+def test_mark_color_b_per_stimulus(sources):
+    stimset = get_task("similarity.chart.mark_color").build(sources)
+    check_family("similarity.chart.mark_color", stimset, records_for(
+        "similarity.chart.mark_color", stimset, lambda k, s, rep: None if k % 9 == 0 else 1 + k % 3))
+
+
+def test_series_count_accuracy_per_stimulus(sources):
+    stimset = get_task("similarity.chart.series_count").build(sources)
+    check_family("similarity.chart.series_count", stimset, records_for(
+        "similarity.chart.series_count", stimset,
+        lambda k, s, rep: None if k % 11 == 0 else int(s.ground_truth) + (k % 3 == 0)))
+
+
+def test_chart6_accuracy_all_per_stimulus(vlat):
+    def answer(k, s, rep):
+        options = s.meta["options"]
+        return None if (k + rep) % 5 == 0 else (s.ground_truth if (k * 3 + rep) % 4 else options[0])
+
+    primary, _ = check_family("literacy.chart.vlat", vlat, records_for("literacy.chart.vlat", vlat, answer, reps=3))
+    assert primary.name == "accuracy_all"
+
+
+# -- the terminal answer ---------------------------------------------------------------------------
+
+CONSTANT = '''
+class Constant:
+    fingerprint = {{"answer": "{answer}"}}
+
+    def generate(self, image, prompt, settings):
+        return "{answer}"
+
+
+def build():
+    return Constant()
+'''
+
+
+def test_recipe_ends_with_rank_groups_and_where_everything_is(tmp_path):
+    models = [{"id": "shape-rule", "source": "python", "name": str(REPO / "examples/rule_based.py") + ":build"}]
+    for answer in ("knife", "dog"):
+        (tmp_path / f"{answer}.py").write_text(CONSTANT.format(answer=answer))
+        models.append({"id": f"always-{answer}", "source": "python", "name": f"{tmp_path}/{answer}.py:build"})
+    recipe = {"name": "answer", "models": models, "tasks": ["closure.nat.silhouette", "similarity.nat.things"],
+              "bootstrap": {"n_boot": 200, "n_boot_kappa": 200},
+              "runtime": {"processes": 1, "device": "cpu", "progress": False},
+              "data": {"mirror": str(MIRROR)},
+              "tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db", "experiment": "answer"},
+              "output_dir": str(tmp_path / "out")}
+    path = tmp_path / "answer.yaml"
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    env = {k: v for k, v in os.environ.items() if k != "GESTALT_THINGS_IMAGES"}
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "recipe", str(path)], capture_output=True,
+                          text=True, env=dict(env, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1"), timeout=900)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout + done.stderr
+    # the reason THINGS is unavailable: once, not once per model
+    things = [line for line in out.splitlines() if "similarity.nat.things" in line and "unavailable" in line]
+    reason = things[0].split("unavailable", 1)[1]
+    assert len(reason) > 40 and out.count(reason) == 1, things
+
+    answer = done.stdout[done.stdout.index("rank groups"):]
+    block = answer[answer.index("closure.nat.silhouette"):answer.index("similarity.nat.things")]
+    rows = {line.split()[1]: line.split() for line in block.splitlines()[1:] if line.startswith("  ")
+            and len(line.split()) > 2 and line.split()[1] in {m["id"] for m in models}}
+    assert set(rows) == {"shape-rule", "always-knife", "always-dog"}, block
+    assert "paired bootstrap" in block
+    # each with its value, interval and position between floor and ceiling
+    for row in rows.values():
+        assert row[2].replace(".", "").isdigit() and row[3].startswith("[")
+    assert "floor 0.125" in block and "ceiling" in block
+    assert "similarity.nat.things: unavailable" in answer
+    # the last lines: where everything is, one line each
+    lines = done.stdout.strip().splitlines()
+    where = lines[max(i for i, line in enumerate(lines) if line.startswith("records  ")):]
+    assert str(tmp_path / "out") in where[0], where
+    assert [line.split()[0] for line in where[1:4]] == ["figures", "report", "MLflow"], where
+    assert all(line.split()[0] in {"figures", "report", "MLflow", "summary"} for line in where[1:]), where
