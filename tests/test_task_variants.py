@@ -15,6 +15,7 @@ def test_variant_runs_beside_its_base_through_records_and_mlflow(tmp_path, capsy
     from harness.cli import main
     from harness.recipes import load_recipe
     from harness.run import run_recipe
+    from harness.scores.tasks import get_family
     from harness.tracking.scorecards import register_scorecard
     from harness.trials.records import validate
 
@@ -48,7 +49,9 @@ def test_variant_runs_beside_its_base_through_records_and_mlflow(tmp_path, capsy
     m, run_id = run.data.metrics, run.info.run_id
     for task in (BASE, VARIANT):
         assert m[f"{task}/n"] == 20 and m[f"{task}/model_calls"] > 0
-        assert any(k.startswith(f"{task}/") and "mlae" in k.lower() for k in m)
+        # the headline under the family's short name, the variant's apart from its base's
+        headline = get_family("mlae_vs_humans").short_name(task, "mlae")
+        assert headline in m and f"{headline}_ci_low" in m
         assert [h.step for h in client.get_metric_history(run_id, f"{task}/train/val_loss")] == [1]
         assert len(client.list_artifacts(run_id, f"models/{task}")) == 1
     assert not any(k.startswith(f"{BASE}/:") for k in m)
@@ -64,7 +67,7 @@ def test_variant_runs_beside_its_base_through_records_and_mlflow(tmp_path, capsy
 
     # the scorecard (dataset names, version tags) and the trained regressor of the variant
     card = register_scorecard(uri, run_id)
-    assert f"| {VARIANT} |" in client.get_model_version(card.name, card.version).description
+    assert f"| &ensp;{VARIANT}&ensp; |" in client.get_model_version(card.name, card.version).description
     capsys.readouterr()
     main(["register", run_id, f"--trained={VARIANT}", f"--uri={uri}"])
     out = capsys.readouterr().out
