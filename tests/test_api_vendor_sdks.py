@@ -385,30 +385,35 @@ def test_errors_are_classified_by_the_vendors_fields(provider, model, status, er
 
 # -- transport level with the pinned SDKs -------------------------------------------------------
 
+TRANSPORT_VARIABLES = ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "OPENAI_ORG_ID",
+                       "OPENAI_PROJECT_ID", "GOOGLE_API_KEY", "GEMINI_API_KEY")
+
+
+@contextlib.contextmanager
+def transport_env(env: dict[str, str]):
+    """Exactly these of the variables both gestalt and the SDKs read, for one request."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name in TRANSPORT_VARIABLES:
+            mp.delenv(name, raising=False)
+        for name, value in env.items():
+            mp.setenv(name, value)
+        yield
+
+
 def gestalt_default_request(provider: str, model: str, env: dict[str, str], **options) -> httpx2.Request:
     """gestalt's request with no options.base_url, under these environment variables."""
     adapter = APIModel(ModelSpec(id="m", source="api", name=f"{provider}/{model}",
                                  options={"max_retries": 0, **options}))
     cap = Capture()
     adapter._http = cap.client()
-    with pytest.MonkeyPatch.context() as mp:
-        for name in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "OPENAI_ORG_ID",
-                     "OPENAI_PROJECT_ID", "GOOGLE_API_KEY", "GEMINI_API_KEY"):
-            mp.delenv(name, raising=False)
-        for name, value in env.items():
-            mp.setenv(name, value)
+    with transport_env(env):
         adapter.generate(IMAGE, PROMPT, {"max_new_tokens": 40, "temperature": 0.0})
     (req,) = cap.requests
     return req
 
 
 def sdk_default_request(make: Callable[[httpx2.Client], Any], env: dict[str, str]) -> httpx2.Request:
-    with pytest.MonkeyPatch.context() as mp:
-        for name in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "OPENAI_ORG_ID",
-                     "OPENAI_PROJECT_ID", "GOOGLE_API_KEY", "GEMINI_API_KEY"):
-            mp.delenv(name, raising=False)
-        for name, value in env.items():
-            mp.setenv(name, value)
+    with transport_env(env):
         return sdk_request(make)
 
 
