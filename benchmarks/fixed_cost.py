@@ -59,7 +59,7 @@ def silhouette_figures(mirror: Path) -> tuple[Any, Any, list[dict], list, dict[s
     records = [{"parse_status": "ok", "ground_truth": s.ground_truth, "response": s.human_target,
                 "stimulus_id": s.stimulus_id, "correct": s.human_target == s.ground_truth, "rep": 0}
                for s in stimset.test]
-    scores = get_family(task.scoring).score(records, stimset, Bootstrap(n=200, n_kappa=200))
+    scores = get_family(task.scoring).score(records, stimset, Bootstrap(n_boot=200, n_boot_kappa=200))
     return task, stimset, records, scores, battery_figures(task.task_id, records, scores, stimset, "modal-human")
 
 

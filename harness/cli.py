@@ -147,7 +147,7 @@ class CLI:
         results = run_recipe(recipe, new_run=new_run, shard=shard_)
         if int(os.environ.get("RANK", "0")) == 0:
             print(summary_table(results))
-            print("\n".join(answer_lines(results, recipe.bootstrap.settings)))
+            print("\n".join(answer_lines(results, recipe.bootstrap)))
             calls = sum(r.model_calls for r in results)
             new = sum(r.new_trials for r in results)
             print(f"\n{new} new trials, {calls} model calls")
@@ -155,11 +155,11 @@ class CLI:
             finished = [r for r in results if not r.failed]
             if recipe.tracking.enabled and finished:  # the answer in MLflow: the experiment's summary run
                 from .reports.report import experiment_summary
-                from .tracking.mlflow_run import tracking_uri
+                from .tracking.store import tracking_uri
 
                 summary = experiment_summary(tracking_uri(recipe.tracking.uri), recipe.tracking.experiment,
                                              [r.run_id for r in finished], {r.model_id: r.items for r in finished},
-                                             recipe.bootstrap.settings)
+                                             recipe.bootstrap)
                 if summary is not None:
                     print(f"summary  {summary.url} (matrix with rank groups, dissociation figure)")
         failed = [f"{r.model_id}: {r.failed}" for r in results if r.failed]
@@ -225,7 +225,7 @@ class CLI:
                recipe: str | None = None, uri: str | None = None):
         """Cross-model report from finished runs: figures, score tables, one HTML scorecard per model."""
         from .reports.report import build_report
-        from .tracking.mlflow_run import check_tracking_server, tracking_uri
+        from .tracking.store import check_tracking_server, tracking_uri
 
         check_tracking_server(uri, setting="--uri", must_exist=True)
         written = build_report(tracking_uri(uri), experiment, out, run_ids=list(run_ids) or None,
@@ -238,7 +238,7 @@ class CLI:
                  uri: str | None = None, trained: str | None = None):
         """Register a battery run's scorecard (LoggedModel + Model Registry version, alias, tags),
         or with --trained=TASK the regressor the run trained for that task."""
-        from .tracking.mlflow_run import check_tracking_server, tracking_uri
+        from .tracking.store import check_tracking_server, tracking_uri
         from .tracking.scorecards import register_scorecard, register_trained_model
 
         check_tracking_server(uri, setting="--uri", must_exist=True)
@@ -255,7 +255,7 @@ class CLI:
         """Browse the runs in the MLflow UI: a one-worker server on 127.0.0.1 for the current store
         (./mlflow.db, MLFLOW_TRACKING_URI or --uri); prints the runs table's URL. Ctrl-C stops it.
         --verbose shows the server's request log and warnings."""
-        from .tracking.mlflow_run import check_tracking_server, tracking_uri
+        from .tracking.store import check_tracking_server, tracking_uri
         from .tracking.ui_server import serve_ui
 
         check_tracking_server(uri, setting="--uri", must_exist=True)
@@ -288,7 +288,7 @@ class CLI:
         if recipe:
             rc = load_recipe(resolve_recipe(recipe))
             stimset = build_stimsets(rc, _sources(rc.data.root, rc.data.mirror), [task_id])[task_id]
-            boot = rc.bootstrap.settings
+            boot = rc.bootstrap
         else:
             stimset = task.build(_sources(root, mirror), seed=recs[0]["run_meta"]["seed"])
             boot = Bootstrap(seed=seed)

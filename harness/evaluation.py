@@ -95,7 +95,7 @@ def load_records(run_id: str, uri: str | None = None) -> pd.DataFrame:
 
     import mlflow
 
-    from .tracking.mlflow_run import tracking_uri
+    from .tracking.store import tracking_uri
     from .trials.records import RecordStore
 
     client = mlflow.MlflowClient(tracking_uri(uri))

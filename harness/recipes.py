@@ -3,7 +3,9 @@
 Every section forbids unknown keys; an error names the file, the line and the key, and exits 2
 before anything loads. ``task_options.<task>`` holds the task builder's options, checked against
 the builder's :class:`~harness.stimuli.registry.TaskOptions` model, and under ``readout:`` the
-readout's settings (checked when preflight builds the readouts). The resolved recipe (after
+readout's settings, checked at load against the task's readouts'
+:class:`~harness.readouts.base.ReadoutSettings` (as a model's ``generation`` is) and again when
+preflight builds each readout. The resolved recipe (after
 ``extends`` and overrides, defaults filled) is what runs, is printed by ``--dry-run`` and is
 logged to MLflow with its sha256. Format and rules: docs/design.md ("Recipes").
 """
@@ -16,6 +18,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable
+from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 
@@ -24,7 +27,8 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, Strict, Validat
                       model_validator)
 
 from .errors import GestaltError
-from .scores.tasks import Bootstrap as BootstrapSettings
+from .models.base import DType, ModelSpec, Precision
+from .scores.tasks import Bootstrap
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 # an integer setting takes an integer: not YAML's true (1), nor text such as '2' or '٤٠'
@@ -51,8 +55,8 @@ class ModelEntry(_Strict):
     batch_size: int | Literal["auto"] = Field(
         default=32, description="items per forward pass, or `auto`: start at options.max_batch_size "
                                 "(default 256) on a GPU and halve on out-of-memory; 32 on a CPU")
-    dtype: Literal["float32", "float16", "bfloat16", "auto"] = Field(default="float32", description="the weights' type")
-    precision: Literal["float32", "auto", "bfloat16", "float16"] = Field(
+    dtype: DType = Field(default="float32", description="the weights' type")
+    precision: Precision = Field(
         default="float32", description="autocast of the forward pass (torch encoders, hf-vlm): `auto` is "
                                        "bfloat16 (else float16) on a GPU, float32 on a CPU")
     readouts: dict[str, str] = Field(default_factory=dict, description="task id -> readout override")
@@ -90,6 +94,13 @@ class ModelEntry(_Strict):
                              f"both set; set one of them")
         return self
 
+    def spec(self) -> ModelSpec:
+        """The model as adapters take it: the entry's fields ModelSpec shares, by name, with the
+        generation settings under ``options``; recipe-only fields (readouts, tasks) stay here."""
+        shared = {f.name for f in fields(ModelSpec)} - {"options"}
+        options = {**self.options, **({"generation": self.generation} if self.generation else {})}
+        return ModelSpec(**self.model_dump(include=shared), options=options)
+
     @field_validator("weights")
     @classmethod
     def _named_weights(cls, v):
@@ -103,18 +114,6 @@ class ModelEntry(_Strict):
         if v is not None and not (len(v) == 40 and all(c in "0123456789abcdef" for c in v)):
             raise ValueError("revision must be a full 40-hex commit hash")
         return v
-
-
-class Bootstrap(_Strict):
-    n_boot: Int = Field(default=1000, ge=100, le=100_000)
-    n_boot_kappa: Int = Field(default=2000, ge=100, le=100_000)
-    seed: Int = Field(default=0, ge=0, le=2**32 - 1)
-    method: Literal["percentile"] = "percentile"
-
-    @property
-    def settings(self) -> BootstrapSettings:
-        """What every scorer receives."""
-        return BootstrapSettings(n=self.n_boot, seed=self.seed, method=self.method, n_kappa=self.n_boot_kappa)
 
 
 class Runtime(_Strict):
@@ -422,6 +421,33 @@ def _validation_message(e: ValidationError, lines: dict, fallback: str, prefix: 
     return f"{where}: {key}: {msg}{more}"
 
 
+def _check_readout_settings(settings: dict[str, Any], readouts: list[str], lines: dict, path: str | Path,
+                            place: tuple[str | int, ...]) -> None:
+    """Settings given to readouts (a task's ``readout:``, a model's ``generation:``) are ones that
+    the readouts they may go to take, of the types those take: otherwise an error with the line,
+    the key and the closest known key. Which of them a model uses depends on its capabilities,
+    known once its adapter is built: preflight then checks each (model, task) pair exactly."""
+    from .readouts.registry import get_readout
+
+    models = {name: get_readout(name).Settings for name in dict.fromkeys(readouts)}
+    known = sorted({k for m in models.values() for k in m.model_fields})
+    for key in settings:
+        if key not in known:
+            at = place + (key,)
+            where = next((lines[at[:i]] for i in range(len(at), 0, -1) if at[:i] in lines), str(path))
+            raise RecipeError(f"{where}: {'.'.join(map(str, place + (key,)))}: unknown key{did_you_mean(key, known)} "
+                              f"(settings of readouts {', '.join(models)}: {', '.join(known) or 'none'})")
+    errors = []
+    for model in (m for m in models.values() if set(settings) <= set(m.model_fields)):
+        try:
+            model.model_validate(settings)
+            return
+        except ValidationError as e:
+            errors.append(_validation_message(e, lines, str(path), place, model))
+    if errors:
+        raise RecipeError(errors[0])
+
+
 def _check_task_options(recipe: Recipe, lines: dict, path: str | Path, file_tasks: list[str]) -> None:
     """Every task in ``tasks`` is known, every task_options (and per-model readouts) key is one
     of them (a misspelt key would otherwise drop its settings without a word), every task's
@@ -457,6 +483,10 @@ def _check_task_options(recipe: Recipe, lines: dict, path: str | Path, file_task
             if readout not in READOUTS:
                 raise RecipeError(f"{lines.get(('models', i, 'readouts', key), path)}: models.{i}.readouts."
                                   f"{key}: unknown readout {readout!r}; known: {', '.join(sorted(READOUTS))}")
+        if m.generation:
+            answered = expand(m.tasks) if m.tasks else tasks
+            readouts = [r for t in answered for r in (*get_task(t).readouts.values(), m.readouts.get(t)) if r]
+            _check_readout_settings(m.generation, readouts, lines, path, ("models", i, "generation"))
     for key in recipe.task_options:
         if key not in tasks:
             continue
@@ -465,6 +495,10 @@ def _check_task_options(recipe: Recipe, lines: dict, path: str | Path, file_task
         if settings is not None and not isinstance(settings, dict):
             raise RecipeError(f"{lines.get(place + ('readout',), path)}: task_options.{key}.readout: "
                               f"a mapping of the readout's settings")
+        if settings:
+            readouts = [*get_task(key).readouts.values(),
+                        *(m.readouts[key] for m in recipe.models if key in m.readouts)]
+            _check_readout_settings(settings, readouts, lines, path, place + ("readout",))
         try:
             get_task(key).check_options(recipe.builder_options(key))
         except ValidationError as e:

@@ -25,7 +25,7 @@ from typing import Any
 
 from .version import __version__
 from .errors import DiskUnavailable, GestaltError, ProcessLost, TrackingUnavailable
-from .models.api_costs import Budget, BudgetReached, battery_usage, price_of
+from .models.api_costs import USAGE_METRICS, Budget, BudgetReached, Price, battery_usage, price_of, task_usage
 from .models.base import CAPABILITIES, ModelAdapter, ModelError, ModelSpec, fingerprint_hash
 from .models.device import cpu_heap_wanted, long_lived_frozen
 from .models.registry import make_adapter
@@ -34,7 +34,7 @@ from .readouts.base import Readout, UnknownReadoutOption
 from .readouts.parse import failed_call
 from .readouts.registry import get_readout
 from .recipes import Recipe, RecipeError
-from .scores.ranking import ItemValues, TaskRanking, position, primary_items, rank_task
+from .scores.ranking import ItemValues, TaskRanking, bounding_ceiling, position, primary_items, rank_task
 from .scores.record import Score
 from .scores.tasks import Bootstrap, get_family
 from .sources import Sources
@@ -42,21 +42,24 @@ from .sources.store import offline
 from .stimuli.base import StimulusSet
 from .stimuli.hashcache import prime as prime_hashes
 from .stimuli.registry import TaskSpec, expand, get_task
-from .tracking.mlflow_run import (
+from .tracking.batteries import (
     BATTERY_FOLDER,
     BATTERY_KEY,
-    BatteryRun,
     Prior,
     battery_folder_id,
-    check_tracking_server,
     find_battery,
     logged_intervals,
+    up_to_date_without_mlflow,
+)
+from .tracking.metrics import RUN_TOTALS
+from .tracking.mlflow_run import BatteryRun
+from .tracking.store import (
+    check_tracking_server,
     open_store,
     outage_budget,
     shown_uri,
     tracking_lost,
     tracking_uri,
-    up_to_date_without_mlflow,
 )
 from .trials.distributed import RESUME, Dist, Interrupted, file_lock, interrupts_as_exceptions
 from .trials.records import RecordStore, per_stimulus
@@ -98,12 +101,7 @@ class BatteryResult:
 
 
 def model_specs(recipe: Recipe) -> list[ModelSpec]:
-    return [ModelSpec(id=m.id, source=m.source, name=m.name, weights=m.weights, revision=m.revision,
-                      family=m.family, batch_size=m.batch_size, dtype=m.dtype,
-                      precision=m.precision,
-                      options={**m.options, **({"generation": m.generation} if m.generation else {})},
-                      trust_remote_code=m.trust_remote_code)
-            for m in recipe.models]
+    return [m.spec() for m in recipe.models]
 
 
 def plan(recipe: Recipe) -> list[Planned]:
@@ -235,17 +233,49 @@ def missing_block(planned: list[Planned], stimsets: dict[str, StimulusSet]) -> l
     return lines
 
 
-def check_budget(recipe: Recipe, planned: list[Planned]) -> None:
-    """``budget_usd`` is counted at the price table's prices: every API model must have one."""
-    if recipe.budget_usd is None:
-        return
+def api_extractor(readout: Readout | None) -> Any:
+    """A readout's answer extractor where it is an API model (CHART-6's LLM extractor), else None."""
     from .models.api import APIModel
 
+    if readout is None or readout.options.get("extractor") != "llm":
+        return None
+    model = readout.extractor().model  # type: ignore[attr-defined]
+    return model if isinstance(model, APIModel) else None
+
+
+def paid_models(p: Planned, task_id: str) -> tuple[Any, Any]:
+    """The API models a task of the battery pays for: its model and its answer extractor (None
+    where either is not an API model)."""
+    from .models.api import APIModel
+
+    return (p.adapter if isinstance(p.adapter, APIModel) else None), api_extractor(p.readouts.get(task_id))
+
+
+def task_prices(p: Planned, task_id: str) -> tuple[Price | None, Price | None]:
+    """The table's prices of a task's paid calls: its model's and its answer extractor's."""
+    return tuple(None if m is None else price_of(m.provider, m.capability_model)  # type: ignore[return-value]
+                 for m in paid_models(p, task_id))
+
+
+def battery_totals(p: Planned) -> tuple[str, ...]:
+    """The run-level metrics of the model's battery run: its model calls, and what its API
+    calls (an answer extractor's included) used and cost."""
+    paid = any(m is not None for t, _ in p.tasks for m in paid_models(p, t.task_id))
+    return RUN_TOTALS + (USAGE_METRICS if paid else ())
+
+
+def check_budget(recipe: Recipe, planned: list[Planned]) -> None:
+    """``budget_usd`` is counted at the price table's prices: every API model must have one,
+    answer extractors included."""
+    if recipe.budget_usd is None:
+        return
     for p in planned:
-        if isinstance(p.adapter, APIModel) and price_of(p.adapter.provider, p.adapter.capability_model) is None:
-            raise RecipeError(f"{recipe.where('budget_usd')}: budget_usd: model {p.model.id!r} "
-                              f"({p.adapter.provider}/{p.adapter.capability_model}) has no price in "
-                              f"harness/models/prices.csv; add its row or remove budget_usd")
+        for task, _ in p.tasks:
+            for role, m in zip(("model", "answer extractor"), paid_models(p, task.task_id)):
+                if m is not None and price_of(m.provider, m.capability_model) is None:
+                    raise RecipeError(f"{recipe.where('budget_usd')}: budget_usd: {role} of model "
+                                      f"{p.model.id!r} ({m.provider}/{m.capability_model}) has no price in "
+                                      f"harness/models/prices.csv; add its row or remove budget_usd")
 
 
 def verify_api_models(planned: list[Planned]) -> None:
@@ -271,6 +301,7 @@ def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, St
                      + (" NOT READY (listed below)" if p.missing else ""))
         api = p.adapter if isinstance(p.adapter, APIModel) else None
         jobs = []  # an API model's calls to run per task: (calls, image size, prompt, output budget)
+        extracting: dict[str, tuple[Any, list]] = {}  # the same, of each API answer extractor
         for task, readout in p.tasks:
             s = stimsets[task.task_id]
             if s.unavailable:
@@ -294,12 +325,31 @@ def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, St
             cached = count_cached(store, keys)
             total_cached, total_pending = total_cached + cached, total_pending + len(keys) - cached
             lines.append(f"    trials cached {cached}, to run {len(keys) - cached}")
+            options = p.readouts[task.task_id].options
+            answer_budget = int((api.options.get("max_tokens") if api else None) or options.get("max_new_tokens", 40))
             if api is not None and s.test:
-                options = p.readouts[task.task_id].options
                 jobs.append((len(keys) - cached, s.test[0].image.size, s.prompt.text if s.prompt else "",
-                             int(api.options.get("max_tokens") or options.get("max_new_tokens", 40))))
+                             answer_budget))
+            extractor = api_extractor(p.readouts[task.task_id])
+            if extractor is not None and s.test:  # one text-only call per trial, the answer in its prompt
+                from .readouts.extract import EXTRACTOR_SETTINGS, extraction_prompt
+
+                meta = s.test[0].meta
+                prompt = extraction_prompt(str(meta.get("question", "")), "x" * 4 * answer_budget,
+                                           meta.get("options") or ())
+                settings = options.get("extractor_settings") or EXTRACTOR_SETTINGS
+                budget = int(extractor.options.get("max_tokens") or settings.get("max_new_tokens", 40))
+                extracting.setdefault(extractor.spec.id, (extractor, []))[1].append(
+                    (len(keys) - cached, None, prompt, budget))
         if api is not None and jobs:
-            lines.append(estimate_line(api.provider, api.capability_model, jobs))
+            if api.options.get("batch"):
+                lines.append(f"  batch mode: each task's pending calls go to the {api.provider} batch "
+                             f"interface as one batch (answers within 24 h), at batch prices")
+            lines.append(estimate_line(api.provider, api.capability_model, jobs, batch=bool(api.options.get("batch"))))
+        for extractor, ex_jobs in extracting.values():
+            lines.append(f"  answer extractor {extractor.spec.id} ({extractor.provider}/{extractor.capability_model}),"
+                         f" one call per trial, each answer at its output budget:")
+            lines.append(estimate_line(extractor.provider, extractor.capability_model, ex_jobs))
     lines.append(f"total generate/API calls if nothing is cached: {total_calls}")
     lines.append(f"total trials cached {total_cached}, to run {total_pending}")
     return "\n".join(lines)
@@ -499,6 +549,7 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
                     "gestalt.family": spec.family, BATTERY_KEY: key, BATTERY_FOLDER: folder_id,
                     **recipe.tracking.tags}
             ctx = (BatteryRun(uri=uri, experiment=recipe.tracking.experiment, run_name=spec.id, tags=tags,
+                              tasks=[t.task_id for t, _ in p.tasks], totals=battery_totals(p),
                               resume=prior.run_id, experiment_id=experiment_id, device=lambda: adapter.placed_device)
                    if track else contextlib.nullcontext())
             with ctx as run:
@@ -539,16 +590,9 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
 def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], dist: Dist,
                     adapter: CountingAdapter, stores: dict[str, RecordStore], run: Any,
                     run_id: str, echo: Callable[[str], None], budget: Budget | None = None) -> BatteryResult:
-    from .models.api import APIModel  # already loaded where a battery's model is an API model
-
     spec = p.model
     track = run is not None
     result = BatteryResult(spec.id, run_id)
-    charge = None
-    if budget is not None and isinstance(p.adapter, APIModel):
-        price = price_of(p.adapter.provider, p.adapter.capability_model)
-        assert price is not None  # check_budget refused the recipe otherwise
-        charge = functools.partial(budget.charge, price)
     if track:
         run.log_params({
             "model": spec.id, "model_ref": spec.ref, "weights": spec.weights,
@@ -566,10 +610,15 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
         })
     intervals: dict[str, Any] = {}
     answered: list[dict] = []
+    usages: list[dict[str, float]] = []
     for task, readout in p.tasks:
         stimset = stimsets[task.task_id]
         store = stores[task.task_id]
         clock = time.perf_counter()
+        paid = any(m is not None for m in paid_models(p, task.task_id))
+        prices = task_prices(p, task.task_id)  # check_budget refused a recipe whose paid models lack one
+        charge = functools.partial(budget.charge, prices[0], extractor=prices[1]) \
+            if budget is not None and paid else None
         tr = run_task(task, stimset, spec, adapter, store, readout_name=readout,
                       readout_options=readout_options(recipe, spec, task), seed=recipe.seed,
                       run_id=run_id, dist=dist, progress=recipe.runtime.progress, echo=echo,
@@ -585,13 +634,16 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
         if not dist.is_main:
             continue
         scored = tr.records if task.all_reps else per_stimulus(tr.records)
-        scores = get_family(task.scoring).score(scored, stimset, recipe.bootstrap.settings)
+        scores = get_family(task.scoring).score(scored, stimset, recipe.bootstrap)
         clock = _lap(result.seconds[task.task_id], "scores", clock)
         result.scores[task.task_id] = scores
         result.items[task.task_id] = primary_items(task.scoring, scores, scored, stimset)
         intervals[task.task_id] = {"version": stimset.version, "readout": readout,
                                    "stimulus_set_sha256": stimset.sha256,
                                    "scores": [s.to_dict() for s in scores]}
+        if paid:  # the task's calls as the vendors counted them, and their cost at the table's prices
+            usages.append(task_usage(tr.records, *prices))
+            intervals[task.task_id]["usage"] = usages[-1]
         if track:
             from .reports.battery import battery_figures  # matplotlib: only when figures are drawn
 
@@ -600,14 +652,15 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
                 run.log_training(task.task_id, list(history), tr.artifacts)
             figs = battery_figures(task.task_id, tr.records, scores, stimset, spec.id)
             clock = _lap(result.seconds[task.task_id], "figures", clock)
-            run.log_task(task.task_id, scores, tr.records,
-                         {f"{task.task_id}/model_calls": float(tr.model_calls)}, figs, store.path)
+            run.log_task(task.task_id, scores, tr.records, figs, store.path)
             _lap(result.seconds[task.task_id], "tracking", clock)
     result.failed = _failure(answered)
     if track:
         clock = time.perf_counter()
-        if isinstance(p.adapter, APIModel):  # what the battery's calls used and cost, as the vendor counted
-            run.log_metrics(battery_usage(answered, p.adapter.provider, p.adapter.capability_model))
+        totals = {"model_calls": float(result.model_calls)}
+        if usages:  # what the battery's calls used and cost, as the vendors counted
+            totals.update(battery_usage(usages))
+        run.log_metrics(totals)
         run.log_battery(intervals=intervals, recipe=recipe.resolved(), recipe_sha256=recipe.sha256,
                         stimulus_sets={t: s.sha256 for t, s in stimsets.items() if not s.unavailable})
         _lap(result.seconds["battery"], "tracking", clock)
@@ -694,7 +747,8 @@ def _primary(names: tuple[str, ...], scores: list[Score]) -> Score | None:
 def _ranking_lines(task_id: str, ranking: TaskRanking) -> list[str]:
     first = ranking.ranked[0].score if ranking.ranked else None
     anchors = "" if first is None else (f"; floor {_num(first.floor)}, " + (
-        f"ceiling {_num(first.ceiling)}" if first.ceiling is not None else "no ceiling (position against 1)"))
+        "no ceiling (position against 1)" if first.ceiling is None else f"ceiling {_num(first.ceiling)}" + (
+            "" if bounding_ceiling(first) is not None else " (not a bound: position against 1)")))
     lines = [f"{task_id}  {ranking.score_name}{anchors}"]
     width = max(len(m) for m in [*(r.model_id for r in ranking.ranked), *(u[0] for u in ranking.unranked)])
     for r in ranking.ranked:
@@ -702,7 +756,7 @@ def _ranking_lines(task_id: str, ranking: TaskRanking) -> list[str]:
         ci = f"[{_num(s.ci_low)}, {_num(s.ci_high)}]" if s.ci_low is not None else ""
         nulls = f"  {s.nulls} of {s.n + s.nulls} null" if s.nulls else ""
         lines.append(f"  {r.groups:<5} {r.model_id:<{width}}  {_num(s.value)} {ci:<14}  "
-                     f"{_position_text(position(s), 'ceiling' if s.ceiling is not None else '1')}{nulls}")
+                     f"{_position_text(position(s), '1' if bounding_ceiling(s) is None else 'ceiling')}{nulls}")
     for model, unranked, why in ranking.unranked:
         shown = "" if unranked is None or unranked.value is None else f"{_num(unranked.value)} "
         lines.append(f"  {'-':<5} {model:<{width}}  {shown}{why}")

@@ -72,7 +72,7 @@ def ui(store: Path, *flags: str, timeout: float = 180) -> Iterator[str]:
         while not (m := re.search(r"MLflow UI for \S+: (\S+)", log.read_text())):
             assert proc.poll() is None, log.read_text()[-3000:]
             assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.5)
+            time.sleep(0.1)
         yield m.group(1)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -109,7 +109,7 @@ class Browser:
                 break
             except (OSError, StopIteration):
                 assert time.monotonic() < deadline and self.proc.poll() is None, "chromium did not start"
-                time.sleep(0.5)
+                time.sleep(0.1)
         self.connection = contextlib.ExitStack()
         self.ws = self.connection.enter_context(connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=30))
         self.calls = 0
@@ -142,7 +142,7 @@ class Browser:
             if value:
                 return value
             assert time.monotonic() < deadline, f"{what}: not shown within {timeout:.0f} s; page:\n{self.text()[:3000]}"
-            time.sleep(0.5)
+            time.sleep(0.1)
 
     def click(self, text: str, selector: str = "a", timeout: float = 120) -> None:
         """Click the first ``selector`` element whose visible text is ``text``, once it shows."""

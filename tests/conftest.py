@@ -46,6 +46,25 @@ def holf(sources):
     return TASKS["literacy.chart.holf"].build(sources)
 
 
+@pytest.fixture(scope="session")
+def quick_run(tmp_path_factory):
+    """``gestalt recipe recipes/quick.yaml`` on the CPU as the README runs it (minutes of real
+    encoders), once for every test that reads it: the folder (./mlflow.db, ./out), the command,
+    its environment and the finished first run. A test that reruns it uses the same store."""
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    folder = tmp_path_factory.mktemp("quick")
+    env = {k: v for k, v in os.environ.items() if k != "GESTALT_THINGS_IMAGES"}  # things: unavailable
+    env.update(HF_HUB_OFFLINE="1", GESTALT_MIRROR=str(MIRROR), MLFLOW_TRACKING_URI=f"sqlite:///{folder}/mlflow.db")
+    cmd = [sys.executable, "-m", "harness.cli", "recipe", str(REPO / "recipes/quick.yaml"),
+           f"--output_dir={folder / 'out'}"]
+    first = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=folder, timeout=3600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    return SimpleNamespace(folder=folder, cmd=cmd, env=env, first=first)
+
+
 @pytest.fixture
 def write_recipe(tmp_path):
     """A recipe file for a battery test: ``write_recipe(models, tasks, **sections)`` writes

@@ -147,7 +147,7 @@ def _wait_until(ready, proc: subprocess.Popen, log: Path, what: str, timeout: fl
             raise RuntimeError(f"{what} exited with {proc.returncode}; {log}:\n{_log_tail(log)}")
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what} not ready after {timeout:.0f} s; {log}:\n{_log_tail(log)}")
-        time.sleep(0.25)
+        time.sleep(0.1)
 
 
 def _healthy(uri: str) -> bool:

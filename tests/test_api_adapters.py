@@ -15,6 +15,7 @@ import yaml
 from PIL import Image
 
 from harness.models.api import APIModel
+from harness.models.api_concurrency import DECREASE
 from harness.models.base import ModelError, ModelSpec
 from harness.models.registry import build_adapter
 from harness.readouts.parse import api_error_status
@@ -170,6 +171,17 @@ def test_concurrency_limit_and_order():
         server.max_in_flight = 0
         make("openai", server, concurrency=1).generate_many([IMAGE] * 4, prompts[:4], SETTINGS)
         assert server.max_in_flight == 1
+
+
+def test_in_flight_grows_while_answered_and_shrinks_on_pushback():
+    assert APIModel(ModelSpec(id="d", source="api", name="openai/gpt-4o"))._window.ceiling == 32  # the default
+    with FakeVendorServer(key=KEY, delay_s=0.2) as server:
+        adapter = make("openai", server, concurrency=2, max_concurrency=6)
+        assert all(g.text == "2" for g in adapter.generate_many([IMAGE] * 24, ["q"] * 24, SETTINGS))
+        assert server.max_in_flight == 6 and adapter._window.limit == 6
+        server.script(Status(529, retry_after=0), Status(429, retry_after=0))
+        assert adapter.generate(IMAGE, "q", SETTINGS).text == "2"  # answered on the third attempt
+        assert adapter._window.limit == int(6 * DECREASE)  # one cut: both came within a round trip
 
 
 def test_backoff_is_exponential_jittered_and_capped(server):

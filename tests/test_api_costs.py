@@ -4,6 +4,7 @@ thinking included), the dry run's estimate per model, the run's tokens and cost 
 from __future__ import annotations
 
 import csv
+import json
 import math
 import re
 from datetime import date
@@ -13,6 +14,7 @@ import yaml
 
 from harness.models.api_costs import PRICES, cost_usd, estimate_input_tokens, price_of
 from tests import lifecycle as life
+from tests.conftest import MIRROR, REPO
 from tests.fake_vendor_server import FakeVendorServer
 
 
@@ -25,7 +27,9 @@ def test_price_table_rows_are_complete_dated_and_sourced():
                     "batch_output_usd_per_mtok"):
             assert float(row[col]) > 0, (row["model"], col)
         assert date.fromisoformat(row["date"]) <= date(2026, 12, 31)
-        assert re.match(r"https://", row["source"]) and re.match(r"https://", row["via"])
+        assert re.match(r"https://", row["source"])
+        # the figures come from others' summaries, not the vendor's page: the row says so
+        assert re.match(r"third-party summary https://", row["via"])
 
 
 def test_the_shipped_recipes_api_models_are_priced():
@@ -169,3 +173,92 @@ def test_budget_needs_a_price_for_every_api_model(tmp_path):
     loaded = load_recipe(path)
     with pytest.raises(RecipeError, match=r"budget_usd.*fake-1.*no price"):
         check_budget(loaded, plan(loaded))
+
+
+def test_anthropic_thinking_tokens_are_split_out_where_reported():
+    from anthropic.types import Message, OutputTokensDetails, Usage
+
+    from tests.test_api_vendor_sdks import gestalt
+
+    message = Message(id="m", type="message", role="assistant", model="claude-opus-4-6", stop_reason="end_turn",
+                      content=[{"type": "thinking", "thinking": "1 or 3?", "signature": "s"},
+                               {"type": "text", "text": "3"}],
+                      usage=Usage(input_tokens=26, output_tokens=120,
+                                  output_tokens_details=OutputTokensDetails(thinking_tokens=118)))
+    gen, _ = gestalt("anthropic", "claude-opus-4-6", reply=message.model_dump(mode="json"))
+    assert gen.usage["output_tokens"] == 2 and gen.usage["thinking_tokens"] == 118
+    # billed the same: thinking is output
+    price = price_of("anthropic", "claude-opus-4-6")
+    assert cost_usd(price, gen.usage) == pytest.approx((26 * 5.00 + 120 * 25.00) / 1e6)
+
+
+def chart6_with_extractor(tmp_path, url: str, **recipe_keys):
+    """recipes/chart6.yaml's API model on GGR (13 items, one presentation) with the paper's GPT-4
+    extractor."""
+    recipe = yaml.safe_load((REPO / "recipes" / "chart6.yaml").read_text())
+    (api,) = [m for m in recipe["models"] if m["source"] == "api"]
+    api["options"] = {"base_url": url + "/v1", "backoff_base_s": 0.001, "max_retries": 1}
+    api["generation"] |= {"n_reps": 1, "extractor": "llm", "extractor_model": {
+        "source": "api", "name": "openai/gpt-4-0613", "options": {"base_url": url + "/v1"}}}
+    recipe |= {"models": [api], "tasks": ["literacy.chart.ggr"], "data": {"mirror": str(MIRROR)},
+               "runtime": {"progress": False, "device": "cpu"}, "bootstrap": {"n_boot": 100},
+               "tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db", "experiment": "chart6"},
+               "output_dir": str(tmp_path / "out"), **recipe_keys}
+    path = tmp_path / "chart6.yaml"
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    return path, api["id"]
+
+
+@pytest.mark.slow
+def test_extractor_calls_are_estimated_counted_and_charged(tmp_path, monkeypatch):
+    import mlflow
+
+    from harness.recipes import load_recipe
+    from harness.run import describe_plan, preflight, run_recipe
+    from tests.test_chart6_llm_extractor import KEY, answer
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with FakeVendorServer(key=KEY, answer=answer) as server:
+        path, model_id = chart6_with_extractor(tmp_path, server.url, budget_usd=100)
+        recipe = load_recipe(path)
+        planned, stimsets, _ = preflight(recipe)
+        plan_text = describe_plan(recipe, planned, stimsets)
+        (head, line) = [x for x in plan_text.splitlines() if "answer extractor" in x or "estimated" in x][1:]
+        assert "answer extractor" in head and "gpt-4-0613" in head
+        n_calls, n_in, n_out, usd = re.search(
+            r"(\d+) calls, ~([\d,]+) input tokens, <= ([\d,]+) output tokens, ~\$([\d.]+)", line).groups()
+        assert int(n_calls) == 13 and int(n_out.replace(",", "")) == 13 * 2000  # the paper's GPT-4 budget
+        assert int(n_in.replace(",", "")) > 13 * 270  # each prompt holds an answer of up to 270 tokens
+        assert float(usd) == pytest.approx((int(n_in.replace(",", "")) * 30.0 + 13 * 2000 * 60.0) / 1e6, abs=0.01)
+
+        run_recipe(recipe, echo=lambda *_: None)
+    records = [json.loads(x) for x in (tmp_path / "out" / model_id / "records" /
+                                       "literacy.chart.ggr.jsonl").read_text().splitlines()]
+    model, extractor = price_of("openai", "gpt-4o-2024-08-06"), price_of("openai", "gpt-4-0613")
+    expected = sum(cost_usd(model, r["usage"]) + cost_usd(extractor, r["extras"]["extractor_usage"])
+                   for r in records)
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
+    (run,) = [r for r in mlflow.search_runs(experiment_names=["chart6"], output_format="list")
+              if r.info.run_name == model_id]
+    assert run.data.metrics["cost_usd"] == pytest.approx(expected)  # the extractor's calls included
+    usage = mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/intervals.json")["literacy.chart.ggr"]["usage"]
+    assert usage["cost_usd"] == pytest.approx(expected) and usage["extractor_calls"] == 13
+    assert usage["tokens_in"] == sum(r["usage"]["input_tokens"] for r in records)
+    assert usage["extractor_tokens_in"] == sum(r["extras"]["extractor_usage"]["input_tokens"] for r in records)
+
+
+def test_budget_counts_the_extractors_calls():
+    from harness.models.api_costs import Budget, BudgetReached
+
+    model, extractor = price_of("openai", "gpt-4o"), price_of("openai", "gpt-4-0613")
+    record = {"usage": {"input_tokens": 1000, "output_tokens": 10},
+              "extras": {"extractor_usage": {"input_tokens": 1000, "output_tokens": 10}}}
+    one = cost_usd(model, record["usage"]) + cost_usd(extractor, record["extras"]["extractor_usage"])
+    budget = Budget(limit_usd=2.5 * one)
+    budget.charge(model, [record, record], extractor=extractor)
+    assert budget.spent_usd == pytest.approx(2 * one)
+    with pytest.raises(BudgetReached, match="gpt-4o prices of .* and gpt-4-0613 prices"):
+        budget.charge(model, [record], extractor=extractor)
+    local = Budget(limit_usd=1.0)  # an open model answering, a paid extractor reading its answers
+    local.charge(None, [record], extractor=extractor)
+    assert local.spent_usd == pytest.approx(cost_usd(extractor, record["extras"]["extractor_usage"]))

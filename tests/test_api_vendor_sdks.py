@@ -21,6 +21,7 @@ import httpx2
 import openai
 import pytest
 from anthropic import types as at
+from anthropic.types.raw_message_delta_event import Delta
 from google import genai
 from google.genai import types as gt
 from openai.types import CompletionUsage
@@ -463,10 +464,8 @@ def test_connect_timeout_is_the_sdks():
 
 @pytest.mark.parametrize("model", ["claude-opus-4-6", "claude-opus-4-20250514"])
 @pytest.mark.parametrize("max_tokens", [8_192, 8_193, 21_333, 21_334, 64_000])
-def test_non_streaming_requests_the_sdk_refuses_are_refused_at_preflight(model, max_tokens):
+def test_requests_the_sdk_refuses_unstreamed_are_streamed(model, max_tokens):
     from anthropic._constants import MODEL_NONSTREAMING_TOKENS
-
-    from harness.models.base import ModelError
 
     sdk = anthropic.Anthropic(api_key=KEY, base_url=BASE)
     try:
@@ -476,12 +475,97 @@ def test_non_streaming_requests_the_sdk_refuses_are_refused_at_preflight(model, 
         sdk_refuses = True
     adapter = APIModel(ModelSpec(id="m", source="api", name=f"anthropic/{model}",
                                  options={"base_url": BASE, "max_tokens": max_tokens}))
-    try:
-        adapter.plan({"max_new_tokens": 40})
-        refused = False
-    except ModelError as e:
-        refused = "stream" in str(e)
-    assert refused == sdk_refuses
+    assert adapter.streams(adapter.plan({"max_new_tokens": 40})) == sdk_refuses
+
+
+def sse(*events: Any) -> bytes:
+    """A Messages event stream as Anthropic sends it: each of the SDK's event types as one SSE
+    event (``event: <type>``, ``data: <json>``), a ping among them."""
+    out = [b"event: ping\ndata: {\"type\": \"ping\"}\n\n"]
+    for e in events:
+        body = e if isinstance(e, dict) else e.model_dump(mode="json", exclude_none=True)
+        out.append(f"event: {body['type']}\ndata: {json.dumps(body)}\n\n".encode())
+    return b"".join(out)
+
+
+def streamed_answer(text: str = "The odd one out is 3.", thinking: str = "1 and 2 match; ") -> bytes:
+    start = at.Message(id="msg_1", type="message", role="assistant", model="claude-opus-4-6", content=[],
+                       stop_reason=None, usage=at.Usage(input_tokens=90, output_tokens=1))
+    return sse(
+        at.RawMessageStartEvent(type="message_start", message=start),
+        at.RawContentBlockStartEvent(type="content_block_start", index=0,
+                                     content_block=at.ThinkingBlock(type="thinking", thinking="", signature="")),
+        *(at.RawContentBlockDeltaEvent(type="content_block_delta", index=0,
+                                       delta=at.ThinkingDelta(type="thinking_delta", thinking=w))
+          for w in re.findall(r"\S+\s*", thinking)),
+        at.RawContentBlockDeltaEvent(type="content_block_delta", index=0,
+                                     delta=at.SignatureDelta(type="signature_delta", signature="sig")),
+        at.RawContentBlockStopEvent(type="content_block_stop", index=0),
+        at.RawContentBlockStartEvent(type="content_block_start", index=1,
+                                     content_block=at.TextBlock(type="text", text="")),
+        *(at.RawContentBlockDeltaEvent(type="content_block_delta", index=1,
+                                       delta=at.TextDelta(type="text_delta", text=w))
+          for w in re.findall(r"\S+\s*", text)),
+        at.RawContentBlockStopEvent(type="content_block_stop", index=1),
+        at.RawMessageDeltaEvent(type="message_delta", delta=Delta(stop_reason="end_turn"),
+                                usage=at.MessageDeltaUsage(output_tokens=40, output_tokens_details=
+                                                           at.OutputTokensDetails(thinking_tokens=31))),
+        at.RawMessageStopEvent(type="message_stop"))
+
+
+class Streaming(Capture):
+    """Answers each request with a fixed event stream."""
+
+    def __init__(self, stream: bytes, status: int = 200):
+        super().__init__()
+        self.stream, self.status = stream, status
+
+    def _handle(self, request: httpx2.Request) -> httpx2.Response:
+        self.requests.append(request)
+        return httpx2.Response(self.status, content=self.stream, headers={"content-type": "text/event-stream"})
+
+
+def stream_with(cap: Streaming, **options) -> Any:
+    adapter = APIModel(ModelSpec(id="m", source="api", name="anthropic/claude-opus-4-6",
+                                 options={"base_url": BASE, "max_tokens": 64_000, "max_retries": 1,
+                                          "backoff_base_s": 0.001, "backoff_cap_s": 0.001, **options}))
+    adapter._http = cap.client()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ANTHROPIC_API_KEY", KEY)
+        return adapter.generate(IMAGE, PROMPT, {"max_new_tokens": 40})
+
+
+def test_a_long_anthropic_answer_is_streamed_and_read_as_the_sdk_reads_it():
+    cap = Streaming(streamed_answer())
+    gen = stream_with(cap)
+    (req,) = cap.requests
+    assert body(req)["stream"] is True and body(req)["max_tokens"] == 64_000
+    # the SDK's own stream reader, on the same bytes, builds the same message
+    sdk = anthropic.Anthropic(api_key=KEY, base_url=BASE, http_client=Streaming(streamed_answer()).client())
+    with sdk.messages.stream(model="claude-opus-4-6", max_tokens=64_000,
+                             messages=[{"role": "user", "content": PROMPT}]) as events:
+        final = events.get_final_message()
+    assert gen.error is None and gen.text == final.content[1].text == "The odd one out is 3."
+    assert gen.extras["reasoning"] == final.content[0].thinking == "1 and 2 match; "
+    assert gen.usage == {"input_tokens": 90, "output_tokens": 40 - 31, "thinking_tokens": 31, "cached_tokens": 0}
+
+
+def test_a_stream_cut_short_or_an_error_event_is_classified():
+    whole = streamed_answer()
+    cut = Streaming(whole[:whole.index(b"event: message_delta")])  # no message_stop: retried
+    gen = stream_with(cut)
+    assert len(cut.requests) == 2 and gen.error.startswith("connection: the event stream ended")
+    overloaded = sse({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    cap = Streaming(whole[:whole.index(b"event: content_block_stop")] + overloaded)
+    gen = stream_with(cap)
+    assert len(cap.requests) == 2 and api_error_status(gen.error) == "null:api_error:http_529"
+    cap = Streaming(sse({"type": "error", "error": {"type": "invalid_request_error", "message": "no"}}))
+    gen = stream_with(cap)
+    assert len(cap.requests) == 1 and api_error_status(gen.error) == "null:api_error:http_400"
+    cap = Streaming(json.dumps({"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}}).encode(),
+                    status=429)
+    gen = stream_with(cap)  # an error status before the stream: as a plain request's
+    assert len(cap.requests) == 2 and api_error_status(gen.error) == "null:api_error:http_429"
 
 
 def test_gemini_bad_key_400_is_an_auth_failure_not_a_rejected_request():

@@ -261,3 +261,19 @@ def test_preflight_refuses_an_api_model_that_would_drop_the_papers_decoding(vlat
     readout = Chart6Readout(vlat, extractor="llm", extractor_model={
         "source": "api", "name": "anthropic/claude-opus-4-7"})
     assert readout.preflight(FakeModel([])) == {"extractor.temperature": 1.0}
+
+
+def test_final_answer_rule_is_an_option_recorded_per_trial(vlat, holf):
+    with pytest.raises(ValueError, match=r"answer_rule 'last'.*paper.*final"):
+        Chart6Readout(vlat, answer_rule="last")
+    assert Chart6Readout(vlat, answer_rule="paper").settings == Chart6Readout(vlat).settings
+    assert Chart6Readout(vlat, answer_rule="final").settings != Chart6Readout(vlat).settings
+    options = ["$50.24", "$35.00", "$60.95"]
+    assert extract("$35.00 or $60.95? Answer: $50.24", "choice", options, "final").value == "$50.24"
+    assert extract("$35.00 at first, but I settle on $60.95", "choice", options, "final").value == "$60.95"
+    assert extract("$35.00 at first, but I settle on $60.95", "choice", options).status == "null:multiple_options"
+    assert extract("4.5, no 5, so 4.87", "numeric", (), "final").value == 4.87
+    item = holf.test[0]
+    out = Chart6Readout(holf, answer_rule="final").respond(FakeModel(["4 or 5 stars; answer: 4.87"]), [item])[0]
+    assert (out.response, out.extras["answer_rule"]) == (4.87, "final")
+    assert "answer_rule" not in Chart6Readout(holf).respond(FakeModel(["4.87"]), [item])[0].extras

@@ -46,7 +46,7 @@ def battery(sources):
         stimset = get_task(f"literacy.chart.{key}").build(sources)
         for seed, (model, skill, valid) in enumerate((("model-a", 0.9, 0.8), ("model-b", 0.5, 0.6))):
             records = synthetic_records(stimset, model, skill, valid, seed)
-            scores = score_chart6(records, stimset, boot=Bootstrap(n=300), n_splits=100)
+            scores = score_chart6(records, stimset, boot=Bootstrap(n_boot=300), n_splits=100)
             out.setdefault(model, {})[stimset.task_id] = (stimset, records, scores)
     return out
 

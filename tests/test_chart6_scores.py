@@ -106,7 +106,7 @@ def test_item_table_counts(vlat):
 
 def test_human_like_model(vlat):
     records, counts = human_like(vlat)
-    s = by_name(score_chart6(records, vlat, boot=Bootstrap(n=300), n_splits=200))
+    s = by_name(score_chart6(records, vlat, boot=Bootstrap(n_boot=300), n_splits=200))
     correct, valid, total = counts.T
     h = vlat.human.prop_correct
     assert s["valid_rate"].value == pytest.approx(valid.sum() / total.sum())
@@ -130,7 +130,7 @@ def test_human_like_model(vlat):
 
 def test_breakdowns(vlat):
     records, counts = human_like(vlat)
-    s = by_name(score_chart6(records, vlat, boot=Bootstrap(n=100), n_splits=50))
+    s = by_name(score_chart6(records, vlat, boot=Bootstrap(n_boot=100), n_splits=50))
     graph_types = {x.meta["graph_type"] for x in vlat.test}
     for g in graph_types:
         members = np.array([x.meta["graph_type"] == g for x in vlat.test])
@@ -144,7 +144,7 @@ def test_breakdowns(vlat):
 def test_invalid_only_items_count_as_wrong_in_the_lower_bound(vlat):
     records = [record(x, rep, x.ground_truth) for x in vlat.test[:10] for rep in range(2)]
     records += [record(x, rep, None, ok=False) for x in vlat.test[10:] for rep in range(2)]
-    s = by_name(score_chart6(records, vlat, boot=Bootstrap(n=50), n_splits=20))
+    s = by_name(score_chart6(records, vlat, boot=Bootstrap(n_boot=100), n_splits=20))
     assert s["accuracy_valid"].value == 1.0 and s["accuracy_valid"].n == 10
     assert s["accuracy_valid"].nulls == len(vlat.test) - 10
     assert s["accuracy_all"].value == pytest.approx(10 / len(vlat.test))
@@ -156,7 +156,7 @@ def test_relaxed_accuracy_on_holf(holf):
     records = []
     for k, x in enumerate(holf.test):
         records.append(record(x, 0, x.ground_truth * (1.04 if k % 2 else 1.06)))
-    s = by_name(score_chart6(records, holf, boot=Bootstrap(n=50), n_splits=20))
+    s = by_name(score_chart6(records, holf, boot=Bootstrap(n_boot=100), n_splits=20))
     assert s["accuracy_all"].value == pytest.approx(0.5)
     assert "retest_r" not in s  # one presentation: no test-retest
     assert 0.8 < s["noise_ceiling"].value < 0.95  # 542 people, 10-15 per item
@@ -244,7 +244,7 @@ def test_ggr_gap_and_error_pattern_marked_format_mismatched(sources):
     open_items = sum(s.meta["options"] == [] for s in default.test)
     assert open_items == 9  # the numeric items models answer open-ended
     records = [record(s, 0, s.ground_truth) for s in default.test]
-    s = by_name(score_chart6(records, default, n_splits=50, boot=Bootstrap(n=100, seed=0)))
+    s = by_name(score_chart6(records, default, n_splits=50, boot=Bootstrap(n_boot=100, seed=0)))
     # the human mean itself is the multiple-choice format's, wherever it is reported
     human_means = [n for n in s if n.split("/")[-1] == "human_accuracy"]
     assert "human_accuracy" in human_means and len(human_means) > 1
@@ -256,4 +256,4 @@ def test_ggr_gap_and_error_pattern_marked_format_mismatched(sources):
     math3 = chart6.build_ggr(sources, human_sample="cogsci2024_math_3")
     recs = [record(x, 0, x.ground_truth) for x in math3.test]
     assert all("format-mismatched" not in x.method
-               for x in score_chart6(recs, math3, n_splits=50, boot=Bootstrap(n=100, seed=0)))
+               for x in score_chart6(recs, math3, n_splits=50, boot=Bootstrap(n_boot=100, seed=0)))

@@ -187,3 +187,15 @@ def test_the_design_cards_dry_run_plans_every_model_without_keys(tmp_path):
     block = done.stdout[done.stdout.index("--- before it runs ---"):]
     assert "OPENAI_API_KEY" in block and "ANTHROPIC_API_KEY" in block, block
     assert done.stderr.strip().splitlines()[-1].endswith("missing prerequisites (listed above)")
+
+
+def test_the_dry_run_names_timm_hub_weights_not_in_the_cache(tmp_path):
+    """A timm model with ``weights: hub`` whose files the Hugging Face cache lacks (an empty
+    HF_HOME) is a missing prerequisite when nothing may be downloaded, as an hf model's is."""
+    path = recipe(tmp_path, BASE.replace("weights: random", "weights: hub"))
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "recipe", str(path), "--dry-run"],
+                          capture_output=True, text=True, cwd=REPO,
+                          env=dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf")))
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    block = done.stdout[done.stdout.index("missing before this recipe can run"):]
+    assert "model 'm': timm 'test_vit' hub weights are not in the local Hugging Face cache" in block, block

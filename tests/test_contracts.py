@@ -102,25 +102,32 @@ def test_builder_value_checks_name_the_recipe_line(tmp_path, capsys, no_model_lo
     assert f"{path}:8: task_options.similarity.nat.things: " in err and "n_triplets" in err
 
 
-# -- readout settings: their own key, checked in preflight ---------------------------------------
+# -- readout settings: their own key, typed, checked at load and in preflight --------------------
 
 def test_readout_settings_live_under_readout_and_are_checked_before_any_run(tmp_path, capsys, monkeypatch):
-    from harness.recipes import load_recipe
+    from harness.recipes import RecipeError, load_recipe
     from harness.run import preflight
 
     monkeypatch.setattr("harness.tracking.mlflow_run.BatteryRun.__enter__",
                         lambda self: pytest.fail("an MLflow run started"))
     text = BASE + f"task_options:\n  {SERIES}:\n    n_test: 20\n    readout: {{alpha: 2.0}}\n"
     path = recipe_text(tmp_path, text)
-    recipe = load_recipe(path)
-    assert recipe.builder_options(SERIES) == {"n_test": 20}
-    assert recipe.readout_options(SERIES) == {"alpha": 2.0}
+    with pytest.raises(RecipeError, match=rf"{path}:10: task_options.{SERIES}.readout.alpha: unknown key; "
+                                          r"did you mean alphas\?"):
+        load_recipe(path)  # at load, as the task's own options are: before any model or data
     err = fails(["recipe", str(path), "--dry-run"], capsys)
     assert err.startswith(f"gestalt: error: {path}:10: task_options.{SERIES}.readout.alpha: "), err
-    # the same recipe without the bad setting plans, and the built readouts are kept for the run
-    good = recipe_text(tmp_path, text.replace("    readout: {alpha: 2.0}\n", ""), "good.yaml")
-    planned, _, _ = preflight(load_recipe(good))
+    bad_type = recipe_text(tmp_path, text.replace("alpha: 2.0", "folds: many"), "bad.yaml")
+    with pytest.raises(RecipeError, match=rf"bad.yaml:10: task_options.{SERIES}.readout.folds: .*integer"):
+        load_recipe(bad_type)
+    # a setting the task's readout takes plans, and the built readouts are kept for the run
+    good = recipe_text(tmp_path, text.replace("alpha: 2.0", "folds: 3"), "good.yaml")
+    recipe = load_recipe(good)
+    assert recipe.builder_options(SERIES) == {"n_test": 20}
+    assert recipe.readout_options(SERIES) == {"folds": 3}
+    planned, _, _ = preflight(recipe)
     assert set(planned[0].readouts) == {SILHOUETTE, SERIES}
+    assert planned[0].readouts[SERIES].folds == 3
 
 
 def test_misspelt_generation_key_stops_in_preflight(tmp_path, capsys, monkeypatch):
@@ -162,8 +169,8 @@ def test_bar_chart_scores_follow_n_boot(sources):
                 "ground_truth": float(s.ground_truth), "parse_status": "ok", "manipulated_value": None,
                 "raw_output": None} for s in stimset.test]
     family = get_family(task.scoring)
-    few = {s.name: s for s in family.score(records, stimset, Bootstrap(n=100, seed=0))}
-    many = {s.name: s for s in family.score(records, stimset, Bootstrap(n=3000, seed=0))}
+    few = {s.name: s for s in family.score(records, stimset, Bootstrap(n_boot=100, seed=0))}
+    many = {s.name: s for s in family.score(records, stimset, Bootstrap(n_boot=3000, seed=0))}
     assert few["mlae"].value == many["mlae"].value
     assert (few["mlae"].ci_low, few["mlae"].ci_high) != (many["mlae"].ci_low, many["mlae"].ci_high)
     assert "3000 draws" in many["mlae"].method
@@ -190,7 +197,7 @@ def test_a_task_where_every_answer_is_null_scores_as_nothing_answered(sources, t
                for s in stimset.test]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        scores = get_family(task.scoring).score(records, stimset, Bootstrap(n=100, n_kappa=100))
+        scores = get_family(task.scoring).score(records, stimset, Bootstrap(n_boot=100, n_boot_kappa=100))
     model = [s for s in scores if s.nulls]
     assert model and all((s.n, s.nulls) == (0, len(records)) for s in model)
     json.dumps([s.to_dict() for s in scores], allow_nan=False)
@@ -229,7 +236,7 @@ def test_the_figures_of_a_task_never_answered_place_no_model(sources, task_id):
     records = [{"stimulus_id": s.stimulus_id, "trial_id": f"{task_id}:{s.stimulus_id}:m:0", "rep": 0,
                 "ground_truth": s.ground_truth, "response": None, "parse_status": "null:no_answer",
                 "correct": None, "raw_output": "no", "extras": None} for s in stimset.test]
-    scores = get_family(task.scoring).score(records, stimset, Bootstrap(n=50, n_kappa=50))
+    scores = get_family(task.scoring).score(records, stimset, Bootstrap(n_boot=100, n_boot_kappa=100))
     figs = battery_figures(task_id, records, scores, stimset, "silent-model")
     try:
         legends = {name: [t.get_text() for ax in fig.axes if ax.get_legend()

@@ -23,7 +23,7 @@ RELEASE = "geirhos-edges-cue-conflict"
 RAW = MIRROR / RELEASE / "raw-data"
 CUE = "style-transfer-512-nomask-experiment"
 CUE_DIR = MIRROR / RELEASE / "stimuli/style-transfer-preprocessed-512"
-BOOT = Bootstrap(n=200, n_kappa=200)
+BOOT = Bootstrap(n_boot=200, n_boot_kappa=200)
 # the recipe's networks: (edge-experiment file or None, cue-conflict file), as published
 NETWORKS = {
     "alexnet": ("edge-experiment/edge-experiment_alexnet_session_1.csv", f"{CUE}/{CUE}_alexnet_session_1.csv"),

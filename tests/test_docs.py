@@ -80,7 +80,7 @@ RUN_BY = {
     r"bash docker/install\.sh dev": (".ci/run", ["bash docker/install.sh dev"]),
     r"\.venv/bin/python -m pytest -q -ra": (".ci/run", [".venv/bin/python -m pytest -q -ra"]),
     r"export GESTALT_MIRROR=": ("tests/conftest.py", ["GESTALT_MIRROR"]),
-    r"(\.venv/bin/)?gestalt recipe recipes/quick\.yaml$": ("tests/test_end_to_end.py", ['"recipes/quick.yaml"']),
+    r"(\.venv/bin/)?gestalt recipe recipes/quick\.yaml$": ("tests/conftest.py", ['"recipes/quick.yaml"']),
     r"(\.venv/bin/)?gestalt report --out report$": ("tests/test_reports.py", ["build_report("]),
     r"gestalt recipe full\.yaml --runtime\.processes=8 --runtime\.device=cuda":
         ("tests/test_end_to_end.py", ["def test_two_processes_give_the_same_records_as_one", "processes=n"]),
@@ -231,17 +231,10 @@ def test_the_published_networks_table_is_what_the_recipe_scores(tmp_path, monkey
 
 
 @pytest.mark.slow
-def test_the_quick_recipe_excerpts_are_what_it_prints(tmp_path):
+def test_the_quick_recipe_excerpts_are_what_it_prints(quick_run):
     """The README's excerpts of recipes/quick.yaml (its score rows and its rank groups) and the
     longer one docs/methods.md reads are what the README's command prints."""
-    import os
-
-    env = {k: v for k, v in os.environ.items() if k != "GESTALT_THINGS_IMAGES"}
-    env.update(HF_HUB_OFFLINE="1", GESTALT_MIRROR=str(MIRROR), MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path}/mlflow.db")
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "recipe", str(REPO / "recipes" / "quick.yaml"),
-                           f"--output_dir={tmp_path / 'out'}"], cwd=tmp_path, capture_output=True, text=True,
-                          env=env, timeout=3600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = quick_run.first
     printed = shown_rows(done.stdout.split("human references:")[0])
 
     first_run = README.read_text().split("## First run", 1)[1].split("\n## ", 1)[0]
@@ -262,6 +255,50 @@ def test_the_quick_recipe_excerpts_are_what_it_prints(tmp_path):
         assert len(rows) >= 5
         shown.update(rows)
     assert {key: printed.get(key) for key in shown} == shown
+
+
+@pytest.mark.slow
+def test_the_texture_vs_shape_excerpt_is_what_its_recipe_prints(tmp_path):
+    """`gestalt recipe recipes/texture-vs-shape.yaml` from a fresh folder (three encoders' forward
+    passes on the CPU: minutes) prints every line of the README's excerpt, in its order."""
+    import os
+
+    env = dict(os.environ, HF_HUB_OFFLINE="1", GESTALT_MIRROR=str(MIRROR),
+               MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path}/mlflow.db")
+    recipe = REPO / "recipes" / "texture-vs-shape.yaml"
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "recipe", str(recipe),
+                           f"--output_dir={tmp_path / 'out'}"], cwd=tmp_path, capture_output=True, text=True,
+                          env=env, timeout=3600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    first_run = README.read_text().split("## First run", 1)[1].split("\n## ", 1)[0]
+    excerpt = next(body for lang, body in FENCE.findall(first_run) if "shape_bias" in body)
+    shown, printed = excerpt.strip().splitlines(), done.stdout.splitlines()
+    assert len(shown) >= 7
+    at = 0
+    for line in shown:
+        assert line in printed[at:], line
+        at = printed.index(line, at) + 1
+
+
+@pytest.mark.slow
+def test_the_published_networks_figure_is_the_report_s(tmp_path, monkeypatch):
+    """docs/figures/published-cnns-accuracy-vs-kappa.png is, byte for byte, the report's
+    accuracy_vs_kappa.png after the recipe the README names: a change to the scores, the
+    figure's drawing or the recipe that moves a pixel fails here until the figure is redrawn."""
+    from harness.recipes import load_recipe
+    from harness.reports.report import build_report
+    from harness.run import run_recipe
+
+    monkeypatch.setenv("GESTALT_MIRROR", str(MIRROR))
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    recipe = load_recipe(REPO / "recipes" / "published-cnns.yaml", {
+        "output_dir": str(tmp_path / "out"), "tracking.uri": uri, "runtime.progress": False})
+    run_recipe(recipe, echo=lambda *_: None)
+    drawn = build_report(uri, recipe.tracking.experiment, tmp_path / "report")["accuracy_vs_kappa.png"]
+    assert drawn.read_bytes() == (REPO / "docs" / "figures" / "published-cnns-accuracy-vs-kappa.png").read_bytes(), (
+        "docs/figures/published-cnns-accuracy-vs-kappa.png is stale: run `gestalt recipe "
+        "recipes/published-cnns.yaml`, then `gestalt report --out report`, and copy "
+        "report/accuracy_vs_kappa.png over it")
 
 
 if __name__ == "__main__":

@@ -172,6 +172,7 @@ def test_no_network_names_release_folder_and_mirror_option(tmp_path, monkeypatch
         port = s.getsockname()[1]
     monkeypatch.setenv("GESTALT_DOWNLOAD_BASE", f"http://127.0.0.1:{port}")
     monkeypatch.delenv("GESTALT_OFFLINE", raising=False)
+    monkeypatch.delenv("GESTALT_MIRROR", raising=False)  # a mirror would answer in the network's place
     root = tmp_path / "root"
     with pytest.raises(DataError) as e:
         Sources(root=root).verify(RELEASE)

@@ -19,7 +19,7 @@ from tests.conftest import MIRROR, REPO
 
 RAW = {"closure.nat.edges": MIRROR / "geirhos-edges-cue-conflict/raw-data/edge-experiment",
        "closure.nat.silhouette": MIRROR / "geirhos-silhouettes/raw-data/silhouette-filled-experiment"}
-BOOT = Bootstrap(n=200, n_kappa=200)
+BOOT = Bootstrap(n_boot=200, n_boot_kappa=200)
 
 
 def correct(path, images=range(1, 11)):

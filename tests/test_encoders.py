@@ -164,3 +164,22 @@ def test_random_weights_are_a_seeded_network():
     fp1, c = embed(init_seed=1)
     assert np.array_equal(a, b) and not np.allclose(a, c)
     assert fp0["init_seed"] == 0 and fp1["init_seed"] == 1
+
+
+def test_batch_preprocessing_is_each_image_s_transform_bit_for_bit():
+    """To-tensor and normalisation run once per batch: the tensor is the per-image transform's,
+    for every image mode and size (and where the crop leaves sizes unequal, image by image)."""
+    from torchvision import transforms
+
+    rng = np.random.default_rng(0)
+    images = [Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).convert(mode)
+              for (h, w), mode in [((300, 260), "RGB"), ((64, 90), "L"), ((224, 224), "RGBA"), ((500, 40), "P")]]
+    adapter = build_adapter(ModelSpec(id="m", source="timm", name="mobilenetv2_100", weights="random"))
+    adapter.load()
+    one_by_one = torch.stack([adapter._transform(im.convert("RGB")) for im in images])
+    assert torch.equal(adapter.preprocess(images), one_by_one)
+    adapter._transform = transforms.Compose([transforms.Resize(100), *adapter._transform.transforms[-2:]])
+    uncropped = torch.stack([adapter._transform(im.convert("RGB")) for im in images[:1] * 2])
+    assert torch.equal(adapter.preprocess(images[:1] * 2), uncropped)
+    with pytest.raises(RuntimeError):  # unequal sizes: the per-image path, which cannot stack them
+        adapter.preprocess(images)

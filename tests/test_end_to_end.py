@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import MIRROR, REPO
+from tests.conftest import MIRROR
 from tests.lifecycle import default_sigint, whole_records
 
 TASK = "closure.nat.silhouette"
@@ -69,7 +69,7 @@ def test_battery_runs_logs_and_resumes_without_model_calls(tmp_path):
     run = next(r for r in logged if r.info.run_name == "mobilenetv2")
     m = run.data.metrics
     # the task's headline with its interval, its family's secondary scores; the rest in intervals.json
-    assert m["Silhouette.B_ci_low"] <= m["Silhouette.B"] <= m["Silhouette.B_ci_high"]
+    assert m["Silhouette.B_ci_lower"] <= m["Silhouette.B"] <= m["Silhouette.B_ci_upper"]
     assert {f"{TASK}/kappa", f"{TASK}/accuracy"} <= set(m)
     assert m[f"{TASK}/n"] == 80 and m[f"{TASK}/null_rate"] == 0
     kappa = next(s for r in first if r.model_id == "mobilenetv2" for s in r.scores[TASK] if s.name == "kappa")
@@ -293,23 +293,19 @@ def test_help_lists_commands_and_imports_nothing_heavy():
 
 
 @pytest.mark.slow
-def test_quick_recipe_on_real_encoders(tmp_path):
+def test_quick_recipe_on_real_encoders(quick_run):
     """The embedded default, as a user runs it (CPU): three runs, then no model calls."""
-    env_uri = f"sqlite:///{tmp_path}/mlflow.db"
-    env = dict(os.environ, HF_HUB_OFFLINE="1", MLFLOW_TRACKING_URI=env_uri, GESTALT_MIRROR=str(MIRROR))
-    cmd = [sys.executable, "-m", "harness.cli", "recipe", str(REPO / "recipes/quick.yaml"),
-           f"--output_dir={tmp_path}/out", "--runtime.progress=false"]
-    first = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
-    assert first.returncode == 0, first.stderr[-3000:]
+    first = quick_run.first
     for model in ("efficientnet-lite0", "efficientnet-lite2", "mobilenetv2"):
         assert model in first.stdout
     assert "kappa_pairwise" in first.stdout
     assert re.search(r"similarity\.nat\.things\s+unavailable", first.stdout)
     import mlflow
 
-    mlflow.set_tracking_uri(env_uri)
+    mlflow.set_tracking_uri(quick_run.env["MLFLOW_TRACKING_URI"])
     finished = [r for r in mlflow.search_runs(experiment_names=["gestalt"], output_format="list")
                 if r.info.status == "FINISHED" and "gestalt.model" in r.data.tags]
     assert len(finished) == 3
-    second = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+    second = subprocess.run(quick_run.cmd, capture_output=True, text=True, env=quick_run.env, cwd=quick_run.folder,
+                            timeout=900)
     assert second.returncode == 0 and "0 new trials, 0 model calls" in second.stdout

@@ -83,9 +83,13 @@ def test_api_models_name_a_provider_and_an_output_budget_and_hold_no_key(recipe)
     assert not re.search(r"sk-[A-Za-z0-9]{8,}|AIza[0-9A-Za-z_-]{20,}", FULL.read_text())
 
 
-def test_timm_hub_names_resolve_offline(recipe):
+def test_timm_hub_names_resolve_offline(recipe, monkeypatch):
     from harness.models.base import ModelSpec
     from harness.models.encoders import TimmEncoder
+
+    # Names only: with HF_HUB_OFFLINE set, check() also (rightly) names hub weights absent from
+    # the cache, which tests/test_cli_guesses.py covers; here the hub is taken as reachable.
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
 
     for m in recipe.models:
         if m.source == "timm":

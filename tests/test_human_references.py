@@ -96,7 +96,7 @@ def things500(sources):
 # -- section 1: ceilings --------------------------------------------------------------------------
 
 def test_b_ceiling_is_the_cited_test_retest_consistency(marks):
-    s = by_name(score_odd_one_out(records(marks, marks.human.targets["kernel"]), marks, boot=Bootstrap(n=200)))
+    s = by_name(score_odd_one_out(records(marks, marks.human.targets["kernel"]), marks, boot=Bootstrap(n_boot=200)))
     assert s["B"].ceiling == s["B_majority"].ceiling == 0.863 == odd_one_out.CITED_B_CEILING
     assert "not computed from sources" in s["B"].method and "Gestalt paper" in s["B"].method
     cited = s["human_modal_test_retest"]
@@ -108,7 +108,7 @@ def test_b_ceiling_is_the_cited_test_retest_consistency(marks):
 def test_mark_color_references_from_the_raw_votes(marks):
     votes = raw_color_votes()
     choices = [votes[:, t] for t in range(120)]
-    s = by_name(score_odd_one_out([], marks, boot=Bootstrap(n=300)))
+    s = by_name(score_odd_one_out([], marks, boot=Bootstrap(n_boot=300)))
     expected = individual_agreement(choices)
     assert expected == pytest.approx(0.641, abs=5e-4)
     assert s["human_individual_agreement"].value == pytest.approx(expected, abs=1e-12)
@@ -133,7 +133,7 @@ def test_things_references_from_the_raw_triplets(sources):
     full = things.build(sources, seed=0)
     choices = list(raw_things_votes())
     assert len(choices) == 1000
-    s = by_name(score_odd_one_out([], full, boot=Bootstrap(n=200)))
+    s = by_name(score_odd_one_out([], full, boot=Bootstrap(n_boot=200)))
     assert s["human_individual_agreement"].value == pytest.approx(individual_agreement(choices),
                                                                   abs=1e-12)
     assert s["human_individual_agreement"].value == pytest.approx(0.674, abs=5e-4)
@@ -145,14 +145,14 @@ def test_individual_agreement_is_bounded_by_its_human_ceiling(marks):
     h = marks.human
     votes = h.votes
     majority = votes.argmax(axis=1) + 1
-    s = by_name(score_odd_one_out(records(marks, majority), marks, boot=Bootstrap(n=200)))
+    s = by_name(score_odd_one_out(records(marks, majority), marks, boot=Bootstrap(n_boot=200)))
     top = s["individual_agreement"]
     # always choosing the majority reaches the ceiling exactly: normalised score 1
     assert top.value == pytest.approx(top.ceiling, abs=1e-12)
     assert top.extra["ceiling_is_bound"] is True
     rng = np.random.default_rng(0)
     for _ in range(20):
-        got = by_name(score_odd_one_out(records(marks, rng.integers(1, 4, 120)), marks, boot=Bootstrap(n=50)))
+        got = by_name(score_odd_one_out(records(marks, rng.integers(1, 4, 120)), marks, boot=Bootstrap(n_boot=100)))
         ia = got["individual_agreement"]
         assert (ia.value - ia.floor) / (ia.ceiling - ia.floor) <= 1
 
@@ -198,7 +198,7 @@ def test_things_sample_positions_are_as_balanced_as_500_allows(sources, seed):
 def test_constant_answer_models_score_exactly_at_the_floor(task, request):
     stimset = request.getfixturevalue(task)
     n = len(stimset.test)
-    results = [by_name(score_odd_one_out(records(stimset, [k] * n), stimset, boot=Bootstrap(n=50)))
+    results = [by_name(score_odd_one_out(records(stimset, [k] * n), stimset, boot=Bootstrap(n_boot=100)))
                for k in (1, 2, 3)]
     for name in [n for n in results[0] if n == "B" or n.startswith("B_")] + ["individual_agreement"]:
         best = max(r[name].value for r in results)
@@ -206,7 +206,7 @@ def test_constant_answer_models_score_exactly_at_the_floor(task, request):
     assert results[0]["B"].floor == pytest.approx(np.ceil(n / 3) / n)
     # a position-only model that follows the montage, not the content, is no better
     position_only = [1 + i % 3 for i in range(n)]
-    s = by_name(score_odd_one_out(records(stimset, position_only), stimset, boot=Bootstrap(n=50)))
+    s = by_name(score_odd_one_out(records(stimset, position_only), stimset, boot=Bootstrap(n_boot=100)))
     assert s["B"].value <= s["B"].floor + 1e-12
 
 
@@ -234,7 +234,7 @@ def test_silhouette_floors_are_the_best_constant_answer(sources):
     for answer, b_value, acc_value in (("knife", 0.125, 1 / 16), ("bear", None, 1 / 16)):
         recs = [{"stimulus_id": s.stimulus_id, "response": answer, "parse_status": "ok"}
                 for s in stimset.test]
-        s = by_name(score_classification_vs_observers(recs, stimset, boot=Bootstrap(n=100, n_kappa=100)))
+        s = by_name(score_classification_vs_observers(recs, stimset, boot=Bootstrap(n_boot=100, n_boot_kappa=100)))
         assert s["B"].floor == pytest.approx(0.125) and s["accuracy"].floor == pytest.approx(1 / 16)
         assert s["accuracy"].value == pytest.approx(acc_value)
         if b_value is not None:  # the best constant answer lands exactly on the floor
@@ -262,7 +262,7 @@ def test_silhouette_split_is_labelled_and_ranges_reported(sources):
     acc = wide.mean(axis=1)
     recs = [{"stimulus_id": s.stimulus_id, "response": s.ground_truth, "parse_status": "ok"}
             for s in stimset.test]
-    s = by_name(score_classification_vs_observers(recs, stimset, boot=Bootstrap(n=100, n_kappa=100)))
+    s = by_name(score_classification_vs_observers(recs, stimset, boot=Bootstrap(n_boot=100, n_boot_kappa=100)))
     for name, values in (("human_kappa_pairwise", pairs), ("human_kappa_loo", loo),
                          ("human_accuracy", acc)):
         assert s[name].extra["range_min"] == pytest.approx(min(values), abs=1e-12)
@@ -283,7 +283,7 @@ def test_two_level_intervals_are_named_and_include_observer_variance(sources, ma
     stimset = silhouette.build(sources)
     recs = [{"stimulus_id": s.stimulus_id, "response": s.human_target, "parse_status": "ok"}
             for s in stimset.test]
-    s = by_name(score_classification_vs_observers(recs, stimset, boot=Bootstrap(n=300, n_kappa=300)))
+    s = by_name(score_classification_vs_observers(recs, stimset, boot=Bootstrap(n_boot=300, n_boot_kappa=300)))
     for name in ("kappa", "kappa_pairwise", "human_kappa_pairwise", "human_kappa_loo",
                  "human_loo_modal_agreement"):
         x = s[name]
@@ -292,7 +292,7 @@ def test_two_level_intervals_are_named_and_include_observer_variance(sources, ma
     pair = s["human_kappa_pairwise"]
     assert (pair.extra["ci_high_two_level"] - pair.extra["ci_low_two_level"]
             > pair.ci_high - pair.ci_low)
-    o = by_name(score_odd_one_out(records(marks, [1] * 120), marks, boot=Bootstrap(n=300)))
+    o = by_name(score_odd_one_out(records(marks, [1] * 120), marks, boot=Bootstrap(n_boot=300)))
     for name in ("human_individual_agreement", "human_individual_agreement_loo",
                  "human_majority_split_half", "individual_agreement"):
         assert "two-level" in o[name].extra["ci_two_level_method"], name
@@ -337,7 +337,7 @@ def test_odd_one_out_intervals_resample_subjects_across_triplets(marks):
     jointly across triplets, as well as the triplets, and is 30-60% wider than one that redraws
     each triplet's votes independently (0.064, 0.089, 0.165)."""
     widths = crossed_bootstrap_widths(raw_color_votes(), 1000, seed=5)
-    s = by_name(score_odd_one_out([], marks, boot=Bootstrap(n=1000)))
+    s = by_name(score_odd_one_out([], marks, boot=Bootstrap(n_boot=1000)))
     for name, key in (("human_individual_agreement", "ia"), ("human_individual_agreement_loo", "loo"),
                       ("human_majority_split_half", "half")):
         x = s[name]

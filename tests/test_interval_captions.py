@@ -18,7 +18,7 @@ def capacity_scores():
     records = [{"stimulus_id": s.stimulus_id, "parse_status": "ok", "option_order": None,
                 "response": s.ground_truth if s.ground_truth <= 8 else s.ground_truth - 1}
                for s in stimset.test]
-    return score_capacity(records, stimset, boot=Bootstrap(n=50))
+    return score_capacity(records, stimset, boot=Bootstrap(n_boot=100))
 
 
 def split_half_score(name):

@@ -4,6 +4,7 @@ process words (tracker numbers, the repository's own commits, work-log wording) 
 import re
 import subprocess
 import sys
+import tomllib
 
 import pytest
 
@@ -23,6 +24,13 @@ def test_ruff_is_clean_on_harness():
 def test_mypy_is_clean_on_harness():
     res = run("mypy")
     assert res.returncode == 0, res.stdout[-5000:] + res.stderr[-2000:]
+
+
+def test_mypy_checks_every_module_of_harness():
+    """The check above covers all of harness/: no module is exempted or has its errors ignored."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert config["files"] == ["harness"]
+    assert config.get("overrides", []) == []
 
 
 # What a reader of the product cannot follow: a tracker's numbers, the repository's own commits,

@@ -30,31 +30,109 @@ def test_each_family_names_its_headline_short_and_distinct_and_sorted_first():
 
 
 def test_a_run_logs_the_headline_with_its_interval_and_few_other_metrics(tmp_path):
-    """At most 40 metrics per run (191 before): per task the headline (the matrix's number) with
-    its interval, floor and ceiling, n, null rate, the calls made and the family's few secondary
-    scores; every other score stays in intervals.json."""
+    """Per task the headline (the matrix's number) with its interval, n, null rate and the
+    family's few secondary scores where the battery leaves room; its floor and ceiling as params
+    (the same for every model); every other score stays in intervals.json."""
     from mlflow import MlflowClient
 
-    from tests.test_reports import MARK, SERIES, SIL, log_battery_run
+    from harness.tracking.metrics import plan_metrics
+    from tests.test_reports import SERIES, SIL, log_battery_run
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     run_id, scores = log_battery_run(uri, "few", "m", "supervised", 0.5, tmp_path=tmp_path)
-    metrics = MlflowClient(uri).get_run(run_id).data.metrics
-    assert len(metrics) <= 40, sorted(metrics)
+    run = MlflowClient(uri).get_run(run_id)
+    metrics, params = run.data.metrics, run.data.params
+    assert set(metrics) <= set(plan_metrics(list(scores)).names()), sorted(metrics)
     b = next(s for s in scores[SIL] if s.name == "B")
     assert metrics["Silhouette.B"] == round(b.value, 2)
-    assert metrics["Silhouette.B_ci_low"] == round(b.ci_low, 2)
-    assert metrics["Silhouette.B_ci_high"] == round(b.ci_high, 2)
-    assert metrics["Silhouette.B_floor"] == round(b.floor, 4) and metrics["Silhouette.B_ceiling"] == 0.71
+    assert metrics["Silhouette.B_ci_lower"] == round(b.ci_low, 2)
+    assert metrics["Silhouette.B_ci_upper"] == round(b.ci_high, 2)
+    assert float(params["Silhouette.B_floor"]) == round(b.floor, 4) and params["Silhouette.B_ceiling"] == "0.71"
     assert {"Mark_color.B", "Series_count.acc", f"{SIL}/n", f"{SIL}/null_rate", f"{SIL}/kappa",
-            f"{SERIES}/capacity", f"{MARK}/model_calls"} <= set(metrics)
+            f"{SERIES}/capacity"} <= set(metrics)
     assert not any("a_k" in k or k.startswith(f"{SIL}/B") for k in metrics)  # in intervals.json only
+
+
+def _shipped_batteries():
+    """(name, tasks, totals) of every registered battery, with and without an API model's
+    totals, and of every model of every shipped recipe (its share of the tasks)."""
+    from harness.models.api_costs import USAGE_METRICS
+    from harness.recipes import load_recipe
+    from harness.run import battery_totals, plan
+    from harness.shipped import shipped_dir
+    from harness.stimuli.registry import BATTERIES
+    from harness.tracking.metrics import RUN_TOTALS
+
+    for name, tasks in BATTERIES.items():
+        yield name, tasks, RUN_TOTALS
+        yield f"{name} (API model)", tasks, RUN_TOTALS + USAGE_METRICS
+    for path in sorted(shipped_dir().glob("*.yaml")):
+        for p in plan(load_recipe(path)):
+            yield f"{path.name} {p.model.id}", [t.task_id for t, _ in p.tasks], battery_totals(p)
+
+
+def test_every_battery_logs_at_most_40_metrics_headlines_first():
+    """Whatever the battery (CHART-6's six tasks, the bar charts' ten, a recipe's eleven
+    variants), a run's metric names are at most 40: every task's headline, the run's totals,
+    then intervals, counts and secondary scores for every task or none while they fit. The
+    headlines sort first (MLflow's Compare and runs table sort by name), each interval's lower
+    bound before its upper one."""
+    from harness.models.api_costs import USAGE_METRICS
+    from harness.tracking.metrics import MAX_RUN_METRICS, RUN_TOTALS, plan_metrics
+
+    seen = set()
+    for name, tasks, totals in _shipped_batteries():
+        plan = plan_metrics(tasks, totals)
+        names = plan.names()
+        assert len(names) <= MAX_RUN_METRICS, (name, len(names), names)
+        assert len(set(names)) == len(names), name
+        headlines = [n for n in names if "/" not in n and n not in totals]
+        assert len([n for n in headlines if "_ci_" not in n]) == len(tasks), name
+        assert sorted(names)[:len(headlines)] == sorted(headlines), name
+        order = sorted(names)
+        for h in (n for n in headlines if "_ci_" not in n and "interval" in plan.kinds):
+            assert order.index(h) < order.index(h + "_ci_lower") < order.index(h + "_ci_upper"), name
+        seen.add(len(tasks))
+    assert {6, 10, 11} <= seen  # CHART-6, the bar charts, a recipe of variants
+    # every model of a battery logs the same kinds, an API model (three totals more) too
+    thirteen = [f"ratio.chart.grape_type1:v{i}" for i in range(13)]  # 13 x 3 + 1 = 40 without that room
+    assert plan_metrics(thirteen).kinds == plan_metrics(thirteen, RUN_TOTALS + USAGE_METRICS).kinds == set()
+    # the intervals stay when the battery is large; secondary scores go first
+    bars = plan_metrics([f"ratio.chart.grape_type1:v{i}" for i in range(11)])
+    assert "interval" in bars.kinds and "secondary" not in bars.kinds
+    # past the cap the headlines of the first tasks only
+    many = plan_metrics([f"ratio.chart.grape_type1:v{i}" for i in range(50)])
+    assert many.headlines == MAX_RUN_METRICS - len(RUN_TOTALS + USAGE_METRICS) and len(many.names()) < 40
+
+
+def test_training_curves_take_only_the_room_left(tmp_path):
+    """A trained model's curves are always a table, and metric histories only where the run has
+    room for them: ten trained tasks log their headlines and intervals, not 30 curves more."""
+    from mlflow import MlflowClient
+
+    from harness.stimuli.registry import BATTERIES
+    from harness.tracking.mlflow_run import BatteryRun
+
+    tasks = BATTERIES["bars"]
+    fold = [{"epoch": e, "train_loss": 1.0 / e, "val_loss": 2.0 / e, "seconds": 0.5} for e in range(1, 4)]
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    with BatteryRun(uri=uri, experiment="curves", run_name="m", tags={}, tasks=tasks) as run:
+        for task in tasks:
+            run.log_training(task, [fold], {})
+        run.log_metrics({"model_calls": 0.0})
+    client = MlflowClient(uri)
+    logged = client.get_run(run.run_id).data
+    assert 0 < len(logged.metrics) <= 40 and f"{tasks[0]}/train/val_loss" in logged.metrics
+    assert f"{tasks[-1]}/train/val_loss" not in logged.metrics
+    table = json.loads(open(client.download_artifacts(
+        run.run_id, f"tables/{tasks[-1]}.training.json", str(tmp_path / "t"))).read())
+    assert table["columns"] == ["fold", "epoch", "train_loss", "val_loss", "seconds"] and len(table["data"]) == 3
 
 
 def test_values_are_rounded_to_their_interval():
     from harness.scores.record import Score
     from harness.scores.tasks import family_of
-    from harness.tracking.mlflow_run import score_metrics
+    from harness.tracking.metrics import anchor_params, score_metrics
 
     sil = family_of("closure.nat.silhouette")
     s = Score(name="B", value=0.24240012, ci_low=0.1401, ci_high=0.3512, n=80, nulls=0, method="m",
@@ -62,8 +140,9 @@ def test_values_are_rounded_to_their_interval():
     m = score_metrics("closure.nat.silhouette", [s], sil)
     # half-width 0.11 (two significant digits) -> 2 decimals, for the value and its bounds alike;
     # the human ceiling is not this estimate: four significant digits
-    assert m["Silhouette.B"] == 0.24 and m["Silhouette.B_ci_low"] == 0.14
-    assert m["Silhouette.B_ceiling"] == 0.4925
+    assert m["Silhouette.B"] == 0.24 and m["Silhouette.B_ci_lower"] == 0.14
+    assert anchor_params("closure.nat.silhouette", [s], sil) == {"Silhouette.B_floor": 0.0,
+                                                                 "Silhouette.B_ceiling": 0.4925}
     tight = Score(name="B", value=0.61234567, ci_low=0.6101, ci_high=0.6145, n=9000, nulls=0, method="m",
                   version="1")
     assert score_metrics("similarity.chart.mark_color", [tight], family_of("similarity.chart.mark_color"))[
@@ -103,7 +182,8 @@ def test_the_scorecard_reads_as_a_table():
 def test_battery_run_sets_kind_view_key_order_and_table(tmp_path):
     from mlflow import MlflowClient
 
-    from harness.tracking.mlflow_run import SHARED_VIEW_TAG, BatteryRun
+    from harness.tracking.mlflow_run import BatteryRun
+    from harness.tracking.store import SHARED_VIEW_TAG
     from harness.trials.records import RecordStore
     from tests.test_cli import write_modal_human_records
     from tests.test_reports import battery_scores
@@ -111,16 +191,16 @@ def test_battery_run_sets_kind_view_key_order_and_table(tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     path = write_modal_human_records(tmp_path / "closure.nat.silhouette.jsonl")
     records = RecordStore(path).read()
-    with BatteryRun(uri=uri, experiment="present", run_name="m", tags={"gestalt.model": "m"}) as run:
-        run.log_task("closure.nat.silhouette", battery_scores(0.5)["closure.nat.silhouette"], records, {}, {},
-                     path)
+    with BatteryRun(uri=uri, experiment="present", run_name="m", tags={"gestalt.model": "m"},
+                    tasks=["closure.nat.silhouette"]) as run:
+        run.log_task("closure.nat.silhouette", battery_scores(0.5)["closure.nat.silhouette"], records, {}, path)
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name("present")
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
     view = json.loads(exp.tags[SHARED_VIEW_TAG])  # a saved view: listed under "Views" on the runs page
     assert view["name"] and view["createdAt"] <= view["updatedAt"]
     assert json.loads(view["state"])["selectedColumns"] == [
-        "metrics.`Silhouette.B`", "metrics.`Silhouette.B_ci_low`", "metrics.`Silhouette.B_ci_high`"]
+        "metrics.`Silhouette.B`", "metrics.`Silhouette.B_ci_lower`", "metrics.`Silhouette.B_ci_upper`"]
 
     local = client.download_artifacts(run.run_id, "records/closure.nat.silhouette.jsonl", str(tmp_path / "a"))
     first = json.loads(open(local).readline())
@@ -143,7 +223,8 @@ def test_the_runs_table_view_is_read_once_per_battery(tmp_path, monkeypatch):
     store round trip per task before), also when the battery fails after its first task."""
     from mlflow import MlflowClient
 
-    from harness.tracking.mlflow_run import SHARED_VIEW_TAG, BatteryRun
+    from harness.tracking.mlflow_run import BatteryRun
+    from harness.tracking.store import SHARED_VIEW_TAG
     from tests.test_reports import MARK, SIL, battery_scores
 
     reads = []
@@ -154,17 +235,17 @@ def test_the_runs_table_view_is_read_once_per_battery(tmp_path, monkeypatch):
     for tasks, fail in (([SIL, MARK], False), ([SIL], True)):
         reads.clear()
         with pytest.raises(RuntimeError) if fail else contextlib.nullcontext(), \
-                BatteryRun(uri=uri, experiment="view", run_name="m", tags={}) as run:
+                BatteryRun(uri=uri, experiment="view", run_name="m", tags={}, tasks=tasks) as run:
             for task in tasks:
                 path = tmp_path / f"{task}.jsonl"
                 path.write_text(json.dumps({"parse_status": "ok"}) + "\n")
-                run.log_task(task, scores[task], [{"parse_status": "ok"}], {}, {}, path)
+                run.log_task(task, scores[task], [{"parse_status": "ok"}], {}, path)
             if fail:
                 raise RuntimeError("crash")
         assert len(reads) == 1
     view = json.loads(json.loads(MlflowClient(uri).get_experiment_by_name("view").tags[SHARED_VIEW_TAG])["state"])
     assert view["selectedColumns"] == [f"metrics.`{n}{b}`" for n in ("Silhouette.B", "Mark_color.B")
-                                       for b in ("", "_ci_low", "_ci_high")]
+                                       for b in ("", "_ci_lower", "_ci_upper")]
 
 
 def test_a_battery_reaches_the_store_in_ten_round_trips_and_tags_its_end_in_one(tmp_path, monkeypatch):

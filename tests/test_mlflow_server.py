@@ -179,7 +179,8 @@ def test_a_gestalt_battery_logs_through_the_server_over_http(tmp_path):
     (run,) = [r for r in created if "gestalt.model" in r.tags]  # beside it, the experiment's summary run
     assert run.status == "FINISHED" and run.run_name == "mobilenetv2"
     task = "closure.nat.silhouette"
-    assert 0 <= run.metrics["Silhouette.B_ci_low"] <= run.metrics["Silhouette.B"] <= run.metrics["Silhouette.B_ci_high"]
+    metrics = run.metrics
+    assert 0 <= metrics["Silhouette.B_ci_lower"] <= metrics["Silhouette.B"] <= metrics["Silhouette.B_ci_upper"]
     assert run.metrics[f"{task}/n"] == 80
     assert f"records/{task}.jsonl" in run.artifacts and "intervals.json" in run.artifacts
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlruns").exists()

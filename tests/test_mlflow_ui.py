@@ -39,7 +39,7 @@ def test_a_fresh_browser_finds_the_answer_from_home(tmp_path):
         page.goto(f"{base}/")  # Home, in a profile that has never seen MLflow
         page.click("gestalt")
         page.wait_for(f"location.hash.includes('/experiments/{exp.experiment_id}/runs')", "the runs table")
-        page.wait_for("document.body.innerText.includes('Silhouette.B_ci_low')", "the headline columns")
+        page.wait_for("document.body.innerText.includes('Silhouette.B_ci_lower')", "the headline columns")
         table = page.text()
         assert "Detect issues" not in table and "Traces 0" not in table  # not the GenAI overview
         for run in runs:
@@ -49,9 +49,9 @@ def test_a_fresh_browser_finds_the_answer_from_home(tmp_path):
                 assert len(repr(value)) <= 6, (name, value)  # rounded at logging, not 0.24240012...
                 assert shown(value) in table, (name, value)
         for name in HEADLINES:
-            assert name in table and f"{name}_ci_high" in table
+            assert name in table and f"{name}_ci_upper" in table
         page.click("Runs", "a")  # the sidebar's view of the same table
-        page.wait_for("document.body.innerText.includes('Silhouette.B_ci_high')", "headline columns under Runs")
+        page.wait_for("document.body.innerText.includes('Silhouette.B_ci_upper')", "headline columns under Runs")
         page.click(summary.info.run_name)  # the second click: the matrix on the summary run's page
         page.wait_for("Array.from(document.images).some(i => i.src.includes('matrix.png') && i.naturalWidth > 400)",
                       "the summary's matrix")

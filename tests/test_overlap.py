@@ -175,7 +175,7 @@ def test_panel_references_are_computed_once_per_panel_and_equal_a_fresh_computat
     from harness.stimuli.silhouette import build
 
     stimset = build(sources)
-    boot = Bootstrap(n=200, n_kappa=200)
+    boot = Bootstrap(n_boot=200, n_boot_kappa=200)
     calls = []
     real = agreement.two_level_pairwise_kappa  # runs only inside the panel's references
 
@@ -202,7 +202,7 @@ def test_panel_references_are_computed_once_per_panel_and_equal_a_fresh_computat
     # another bootstrap is another input
     score_classification_vs_observers(
         [{"stimulus_id": s.stimulus_id, "response": s.ground_truth, "parse_status": "ok"} for s in stimset.test],
-        stimset, boot=Bootstrap(n=200, n_kappa=300))
+        stimset, boot=Bootstrap(n_boot=200, n_boot_kappa=300))
     assert len(calls) == 3
 
 
@@ -266,8 +266,9 @@ def test_a_runs_figures_are_rendered_in_the_background_then_logged_and_closed(tm
     drawn_figures = []
     figs = {first: figure(first, before=lambda: (started.set(), drawn.wait(60))),
             second: figure(second, after=drawn.set)}
-    with BatteryRun(uri=uri, experiment="figs", run_name="m", tags={}) as run:
-        run.log_task("closure.nat.silhouette", scores, records, {}, figs, path)
+    with BatteryRun(uri=uri, experiment="figs", run_name="m", tags={},
+                    tasks=["closure.nat.silhouette"]) as run:
+        run.log_task("closure.nat.silhouette", scores, records, figs, path)
         assert started.wait(60)
         run.log_battery(intervals={}, recipe={}, recipe_sha256="f" * 64, stimulus_sets={})
     # saved in the background, at the lowest CPU priority: in the gaps the model leaves; what
@@ -284,8 +285,9 @@ def test_a_runs_figures_are_rendered_in_the_background_then_logged_and_closed(tm
     drawn_figures.clear()
     failing = {"closure.nat.silhouette.confusion.png": figure("failing")}
     with pytest.raises(RuntimeError), \
-            BatteryRun(uri=uri, experiment="figs", run_name="m2", tags={}) as run:
-        run.log_task("closure.nat.silhouette", scores, records, {}, failing, path)
+            BatteryRun(uri=uri, experiment="figs", run_name="m2", tags={},
+                       tasks=["closure.nat.silhouette"]) as run:
+        run.log_task("closure.nat.silhouette", scores, records, failing, path)
         raise RuntimeError("crash")
     assert MlflowClient(uri).list_artifacts(run.run_id, "figures") == []
     assert [a.path for a in MlflowClient(uri).list_artifacts(run.run_id, "records")] == [
@@ -316,9 +318,9 @@ def test_a_figure_is_saved_beside_the_model_only_where_that_leaves_the_model_its
     torch.set_num_threads(len(os.sched_getaffinity(0)))  # torch on every core, as a CPU run sets it
     try:
         with BatteryRun(uri=f"sqlite:///{tmp_path}/mlflow.db", experiment="figs", run_name="m", tags={},
-                        device=lambda: device) as run:
+                        tasks=["closure.nat.silhouette"], device=lambda: device) as run:
             run.log_task("closure.nat.silhouette", battery_scores(0.5)["closure.nat.silhouette"],
-                         RecordStore(path).read(), {}, {"closure.nat.silhouette.confusion.png": fig}, path)
+                         RecordStore(path).read(), {"closure.nat.silhouette.confusion.png": fig}, path)
             started = any(t.name.startswith("gestalt-figures") for t in threading.enumerate())
             run.log_battery(intervals={}, recipe={}, recipe_sha256="f" * 64, stimulus_sets={})
     finally:
@@ -348,7 +350,8 @@ def test_training_curves_are_one_store_write_and_the_checkpoint_is_staged(tmp_pa
     ckpt.write_bytes(b"weights")
     task = "ratio.chart.grape_type1"
     one_fold = [{"epoch": e, "train_loss": 1.0 / e, "val_loss": 2.0 / e, "seconds": 0.5} for e in range(1, 121)]
-    with BatteryRun(uri=uri, experiment="train", run_name="m", tags={}) as run:
+    with BatteryRun(uri=uri, experiment="train", run_name="m", tags={},
+                    tasks=[task, "ratio.chart.grape_type2"]) as run:
         writes.clear()
         run.log_training(task, [one_fold], {"checkpoint": ckpt})
         assert writes == [360]  # 120 epochs x 3 curves, one write

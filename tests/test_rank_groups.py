@@ -25,7 +25,7 @@ from harness.stimuli.registry import get_task
 from harness.trials.records import make_record
 from tests.conftest import MIRROR, REPO
 
-BOOT = Bootstrap(n=400, seed=0)
+BOOT = Bootstrap(n_boot=400, seed=0)
 
 
 def score(value, lo, hi, **kw):
@@ -74,11 +74,34 @@ def test_censored_and_missing_values_are_not_ranked():
     assert why["z"] == "no primary score"
 
 
-def test_position_runs_from_floor_to_ceiling():
-    assert position(score(0.5, 0.4, 0.6, floor=0.25, ceiling=0.75)) == pytest.approx(0.5)
-    assert position(score(0.8, 0.7, 0.9, floor=0.25, ceiling=0.75)) == pytest.approx(1.1)  # past it
+def test_position_runs_from_floor_to_a_ceiling_that_bounds_the_score_else_to_1():
+    bound = {"ceiling_is_bound": True}
+    assert position(score(0.5, 0.4, 0.6, floor=0.25, ceiling=0.75, extra=bound)) == pytest.approx(0.5)
+    # a ceiling a model can pass (B's cited one): against the score's maximum, never past 100%
+    assert position(score(0.8, 0.7, 0.9, floor=0.25, ceiling=0.75)) == pytest.approx(0.55 / 0.75)
     assert position(score(0.5, 0.4, 0.6, floor=0.0)) == pytest.approx(0.5)  # no ceiling: against 1
-    assert position(score(0.5, 0.4, 0.6)) is None
+    assert position(score(0.5, 0.4, 0.6)) == pytest.approx(0.5)  # no floor: from 0
+    assert position(score(None, None, None, floor=0.25)) is None
+
+
+def test_the_terminal_bar_and_the_report_matrix_show_one_position():
+    """The rank groups' bar and the matrix's colour are the same number: a B past its cited
+    ceiling is short of 100% in both, an individual agreement against its bounding ceiling."""
+    from harness.reports.figures import agreement_matrix_figure, plt
+    from harness.run import _ranking_lines
+
+    past = score(0.8, 0.7, 0.9, floor=0.25, ceiling=0.75)
+    bounded = Score(name="individual_agreement", value=0.5, ci_low=0.4, ci_high=0.6, n=100, nulls=0, method="m",
+                    version="v", floor=0.25, ceiling=0.75, extra={"ceiling_is_bound": True})
+    cells = {("m", "b"): past, ("m", "ia"): bounded}
+    fig = agreement_matrix_figure([("m", "f")], [("b", "B"), ("ia", "individual_agreement")], cells)
+    colour = fig.axes[0].images[0].get_array()
+    plt.close(fig)
+    assert list(colour[0]) == pytest.approx([position(past), position(bounded)])
+    for s, top in ((past, "1"), (bounded, "ceiling")):
+        ranking = rank_task({"m": (s, None)}, BOOT, s.name)
+        (line,) = [ln for ln in _ranking_lines("t", ranking) if " m " in ln]
+        assert line.endswith(f"{top} {100 * position(s):.0f}%"), line
 
 
 # -- the per-stimulus form reproduces each family's primary score ------------------------------------
@@ -121,7 +144,7 @@ def test_silhouette_b_per_stimulus_and_its_interval_are_the_scorers(sources):
     # no nulls: the paired draws of one model are the scorer's own draws (same stimuli, same seed)
     from harness.scores.bootstrap import percentile_ci, resample_indices
 
-    lo, hi = percentile_ci(found.statistic(resample_indices(len(stimset.test), BOOT.n, BOOT.seed)))
+    lo, hi = percentile_ci(found.statistic(resample_indices(len(stimset.test), BOOT.n_boot, BOOT.seed)))
     assert (lo, hi) == pytest.approx((primary.ci_low, primary.ci_high))
     # with nulls the statistic is over the answered stimuli, as B is
     check_family("closure.nat.silhouette", stimset, records_for(

@@ -176,3 +176,47 @@ def test_ridge_needs_a_train_split():
 def test_ridge_refuses_a_penalty_path_it_cannot_fit(options):
     with pytest.raises(ValueError, match="similarity.chart.series_count: ridge probe needs alphas > 0"):
         RidgeProbe(series_count.build(None, n_train=20, n_test=4), **options)
+
+
+class CountedThumbnail:
+    """An 8x8 grey thumbnail as the embedding; counts every image it is asked to embed."""
+
+    embedded = 0
+
+    def embed(self, images):
+        CountedThumbnail.embedded += len(images)
+        return np.array([np.asarray(im.convert("L").resize((8, 8)), np.float32).ravel() for im in images])
+
+
+def test_recomputing_one_trial_embeds_only_its_image_not_the_probe_train_split(tmp_path):
+    """Probe-train embeddings are kept beside the records like any trial's answer: a rerun that
+    recomputes one test trial embeds that trial's image alone and answers as the first run did."""
+    import json
+
+    from harness.recipes import load_recipe
+    from harness.run import run_recipe
+    from tests.test_own_models import TASK, write_recipe
+
+    path = write_recipe(tmp_path, [{"id": "thumb", "source": "python",
+                                    "name": "tests.test_readouts_probes:CountedThumbnail"}])
+    CountedThumbnail.embedded = 0
+    [first] = run_recipe(load_recipe(path))
+    n_train = CountedThumbnail.embedded - first.new_trials
+    assert first.new_trials == 80 and n_train > 0
+    records = tmp_path / "out" / "thumb" / "records" / f"{TASK}.jsonl"
+    lines = records.read_text().splitlines(keepends=True)
+    records.write_text("".join(lines[:-1]))  # one trial to compute again
+
+    CountedThumbnail.embedded = 0
+    [rerun] = run_recipe(load_recipe(path))
+    assert (rerun.new_trials, rerun.model_calls, CountedThumbnail.embedded) == (1, 1, 1)
+    again = json.loads(records.read_text().splitlines()[-1])
+    before = json.loads(lines[-1])
+    assert (again["response"], again["extras"]) == (before["response"], before["extras"])
+
+    # a damaged file is not an error: the probe-train images are embedded again, and kept
+    records.with_suffix(".probe-train.npz").write_bytes(b"PK\x03\x04 torn")
+    records.write_text("".join(lines[:-1]))
+    CountedThumbnail.embedded = 0
+    run_recipe(load_recipe(path))
+    assert CountedThumbnail.embedded == n_train + 1

@@ -237,3 +237,32 @@ def test_integers_are_integers_not_booleans_text_or_other_digits(tmp_path, setti
     """YAML's ``true`` is not 1 and ``٤٠`` (Arabic-Indic digits) is not 40: refused, naming the key."""
     with pytest.raises(RecipeError, match=rf"^command line: {setting.replace('.', '[.]')}: "):
         load_recipe(write(tmp_path, "r.yaml", BASE), {setting: value})
+
+
+def test_the_bootstrap_section_is_what_every_scorer_receives_under_the_same_names(tmp_path):
+    """One Bootstrap from recipe to scorer: no second class with other field names or defaults."""
+    from harness.scores.tasks import Bootstrap
+
+    recipe = load_recipe(write(tmp_path, "r.yaml", BASE + "bootstrap: {n_boot: 300, n_boot_kappa: 400, seed: 7}\n"))
+    assert recipe.bootstrap == Bootstrap(n_boot=300, n_boot_kappa=400, seed=7)
+    assert load_recipe(write(tmp_path, "d.yaml", BASE)).bootstrap == Bootstrap()
+    with pytest.raises(ValueError, match="n_boot"):
+        Bootstrap(n_boot=50)  # the recipe's floor holds for a scorer called from Python too
+
+
+def test_a_model_spec_is_the_typed_entry_not_a_copy_of_some_fields(tmp_path):
+    """Every field ModelSpec shares with a recipe's model entry arrives, by name and type."""
+    import dataclasses
+
+    from harness.models.base import ModelSpec
+
+    text = BASE.replace("    weights: random\n", "    weights: random\n    family: f\n    dtype: bfloat16\n"
+                        "    precision: auto\n    batch_size: auto\n    generation: {temperature: 0.5}\n"
+                        "    options: {max_batch_size: 64}\n    trust_remote_code: true\n")
+    entry = load_recipe(write(tmp_path, "r.yaml", text)).models[0]
+    spec = entry.spec()
+    for f in dataclasses.fields(ModelSpec):
+        if f.name != "options":
+            assert getattr(spec, f.name) == getattr(entry, f.name), f.name
+    assert spec.options == {"max_batch_size": 64, "generation": {"temperature": 0.5}}
+    assert (spec.dtype, spec.precision, spec.batch_size, spec.family) == ("bfloat16", "auto", "auto", "f")

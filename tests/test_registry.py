@@ -29,7 +29,7 @@ def test_scorecard_logged_model_metrics_version_alias_and_tags(uri, tmp_path):
     assert lm.tags["mlflow.model.isExternal"] == "true" and lm.tags["gestalt.model"] == "resnet-a"
     linked = {m.key: m for m in lm.metrics}
     # every scored task's metrics, its headline and interval among them
-    assert set(linked) == set(run.data.metrics) and "Silhouette.B_ci_low" in linked
+    assert set(linked) == set(run.data.metrics) and "Silhouette.B_ci_lower" in linked
     for key, m in linked.items():
         assert m.value == pytest.approx(run.data.metrics[key]) and m.run_id == run_id
         task = key.split("/")[0] if "/" in key else {"Silhouette": SIL, "Mark_color": MARK,

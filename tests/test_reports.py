@@ -70,7 +70,7 @@ def log_battery_run(uri, experiment, model, family, level, *, tmp_path, nulls=0,
             "gestalt.family": family}
     intervals = {}
     try:
-        with BatteryRun(uri=uri, experiment=experiment, run_name=model, tags=tags) as run:
+        with BatteryRun(uri=uri, experiment=experiment, run_name=model, tags=tags, tasks=list(scores)) as run:
             run.log_params({"model": model, "model_version": model_version or f"timm:{model}@v1",
                             "model_family": family, "harness_version": "0.test", "seed": 0,
                             "readouts": "synthetic", "weights": "pypi:x"})
@@ -86,7 +86,7 @@ def log_battery_run(uri, experiment, model, family, level, *, tmp_path, nulls=0,
                     fig, ax = plt.subplots(figsize=(2, 2))
                     ax.plot([0, 1], [0, 1])
                     figs[f"{SIL}.confusion.png"] = fig
-                run.log_task(task, task_scores, records, {f"{task}/model_calls": 1.0}, figs, path)
+                run.log_task(task, task_scores, records, figs, path)
                 intervals[task] = {"version": "1", "readout": "synthetic", "stimulus_set_sha256": SHA[task],
                                    "scores": [s.to_dict() for s in task_scores]}
             intervals[THINGS] = {"unavailable": "THINGS object images are not in the source mirror"}
@@ -267,6 +267,34 @@ def test_per_run_figures_for_series_count_and_odd_one_out():
     labels = [t.get_text() for t in figs[f"{MARK}.agreement.png"].axes[0].get_yticklabels()]
     assert labels[0].startswith("B vs kernel") and labels[1].startswith("B_majority vs majority")
     close(figs)
+
+
+def test_figures_are_the_ones_each_scoring_family_names(monkeypatch):
+    """A scoring family names its figures; the run and the report draw what the tasks' families
+    name, so a family that names none gets none, whatever its task ids."""
+    import dataclasses
+
+    from harness.reports import report as R
+    from harness.reports.battery import RUN_FIGURES, battery_figures
+    from harness.reports.figures import close
+    from harness.scores import tasks as T
+
+    for family in T.FAMILIES.values():  # every figure a family names has a drawing
+        assert set(family.run_figures) <= set(RUN_FIGURES), family.name
+        assert set(family.report_figures) <= set(R.REPORT_FIGURES), family.name
+    runs = [R.BatteryRunData(run_id=m, model=m, family="f", recipe="r", params={}, tags={}, metrics={},
+                             scores={SERIES: battery_scores(level)[SERIES]}, unavailable={})
+            for m, level in (("m1", 0.2), ("m2", 0.8))]
+    heads = R.headlines(runs, [SERIES])
+    stimset = SimpleNamespace(human={}, task_id=SERIES)
+    assert "a_k.png" in R.report_figures(runs, heads)
+    figs = battery_figures(SERIES, [], runs[0].scores[SERIES], stimset, "m1")
+    assert set(figs) == {f"{SERIES}.a_k.png"}
+    close(figs)
+    silent = dataclasses.replace(T.FAMILIES["capacity"], run_figures=(), report_figures=())
+    monkeypatch.setitem(T.FAMILIES, "capacity", silent)
+    assert "a_k.png" not in R.report_figures(runs, heads)
+    assert battery_figures(SERIES, [], runs[0].scores[SERIES], stimset, "m1") == {}
 
 
 def test_index_lists_every_task_humans_captions_and_run_links(store, report):

@@ -173,7 +173,7 @@ def test_model_calls_count_requests(tmp_path, server):
 
 
 def _open_store(uri, start):
-    from harness.tracking.mlflow_run import open_store
+    from harness.tracking.store import open_store
 
     start.wait()
     open_store(uri, "together")

@@ -158,19 +158,20 @@ def test_silhouette_scorer_on_a_perfect_and_a_modal_model(sources):
                 for s in stimset.test]
 
     truth = {s.name: s for s in score_classification_vs_observers(records(lambda s: s.ground_truth), stimset,
-                                                                 boot=Bootstrap(n=200, n_kappa=200))}
+                                                                 boot=Bootstrap(n_boot=200, n_boot_kappa=200))}
     assert truth["accuracy"].value == 1.0
     assert truth["kappa"].value == 0.0  # all correct: c_exp = 1 -> defined as 0
     assert truth["kappa"].floor == 0.0 and truth["accuracy"].floor == pytest.approx(1 / 16)
     modal = {s.name: s for s in score_classification_vs_observers(records(lambda s: s.human_target), stimset,
-                                                                 boot=Bootstrap(n=200, n_kappa=200))}
+                                                                 boot=Bootstrap(n_boot=200, n_boot_kappa=200))}
     assert modal["B"].value == 1.0
     assert modal["kappa"].ceiling == pytest.approx(0.4925, abs=5e-4)
     # nulls are excluded and counted, and B is bracketed
     recs = records(lambda s: s.human_target)
     for r in recs[:8]:
         r.update(response=None, parse_status="null:no_label")
-    scored = {s.name: s for s in score_classification_vs_observers(recs, stimset, boot=Bootstrap(n=200, n_kappa=200))}
+    boot = Bootstrap(n_boot=200, n_boot_kappa=200)
+    scored = {s.name: s for s in score_classification_vs_observers(recs, stimset, boot=boot)}
     assert scored["B"].n == 72 and scored["B"].nulls == 8
     assert scored["B"].extra["B_full_low"] == pytest.approx(0.9)
     assert scored["B"].extra["B_full_high"] == pytest.approx(1.0)
@@ -183,3 +184,33 @@ def test_scores_never_import_torch():
             "import harness.scores.record; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_two_level_kappas_of_a_full_cue_conflict_panel_stay_in_bounded_memory():
+    """1,200 images x 10 observers x 2,000 draws (the full cue-conflict set): the observer-pair
+    arrays are made a block of draws at a time (all at once they took 2.8 GB), with the values of
+    one pass over every draw."""
+    import tracemalloc
+    from itertools import combinations
+
+    from harness.scores.agreement import (_kappa, human_pairwise_kappa_stat, observer_indices,
+                                          two_level_pairwise_kappa)
+    from harness.scores.bootstrap import bootstrap, resample_indices
+
+    rng = np.random.default_rng(0)
+    h = (rng.random((10, 1200)) < 0.8).astype(float)
+    items, observers = resample_indices(1200, 2000, 0), observer_indices(10, 2000, 0)
+    tracemalloc.start()
+    try:
+        draws = two_level_pairwise_kappa(h, items, observers)
+        ceiling = bootstrap(human_pairwise_kappa_stat(h), 1200, 2000, 0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 300e6, f"{peak / 1e6:.0f} MB"
+    a, b = (np.array(x) for x in zip(*combinations(range(10), 2)))
+    hs = h[observers[:40, :, None], items[:40, None, :]]
+    valid = observers[:40, a] != observers[:40, b]
+    whole = (_kappa(hs[:, a], hs[:, b]) * valid).sum(axis=1) / valid.sum(axis=1)
+    assert np.array_equal(draws[:40], whole)
+    assert ceiling[0] == human_pairwise_kappa_stat(h)(np.arange(1200)[None])[0]

@@ -39,7 +39,7 @@ def test_a_new_store_appears_only_once_created(tmp_path, monkeypatch):
     """Until MLflow's migrations are done, the store's name holds nothing a rerun would open."""
     import mlflow.store.db.utils as db_utils
 
-    from harness.tracking.mlflow_run import open_store
+    from harness.tracking.store import open_store
 
     db = tmp_path / "mlflow.db"
     seen = []
@@ -58,7 +58,7 @@ def test_a_new_store_appears_only_once_created(tmp_path, monkeypatch):
 
 
 def test_a_half_migrated_store_without_runs_is_made_again(tmp_path, caplog):
-    from harness.tracking.mlflow_run import open_store
+    from harness.tracking.store import open_store
 
     db = tmp_path / "mlflow.db"
     _half_migrated(db)
@@ -76,7 +76,7 @@ def test_a_store_mlflow_cannot_open_that_holds_runs_is_named_in_one_line(tmp_pat
     db = tmp_path / "mlflow.db"
     uri = f"sqlite:///{db}"
     opening = ("import sys\nfrom harness.errors import GestaltError\n"
-               "from harness.tracking.mlflow_run import open_store\n"
+               "from harness.tracking.store import open_store\n"
                "try:\n    open_store(sys.argv[1], 'life')\nexcept GestaltError as e:\n    sys.exit(str(e))\n")
     # a process of its own each time: MLflow checks a store's schema once per process
     made = subprocess.run([sys.executable, "-c", opening + "import mlflow\nmlflow.start_run()\nmlflow.end_run()",

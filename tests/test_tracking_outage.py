@@ -96,7 +96,7 @@ def test_commands_reading_the_store_refuse_a_store_file_that_is_not_there(tmp_pa
     assert not missing.exists()
 
 
-BUDGET_S = 20  # tracking.outage_budget_s in the outage tests (the default is minutes)
+BUDGET_S = 5  # tracking.outage_budget_s in the outage tests (the default is minutes)
 MARGIN_S = 30  # from giving up to the process's exit, at most
 
 
@@ -202,7 +202,7 @@ def test_a_database_lost_mid_run_ends_the_job_within_the_budget_and_a_rerun_cont
         tmp_path, monkeypatch):
     """A PostgreSQL database MLflow reaches itself (no tracking server), lost and back on the
     same address."""
-    from harness.tracking.mlflow_run import shown_uri
+    from harness.tracking.store import shown_uri
 
     _mlflow_retries_unset(monkeypatch)
     with postgres_server(tmp_path) as database, \
@@ -247,20 +247,20 @@ def test_a_tracking_call_gives_up_once_the_outage_budget_is_spent(mlflow_default
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    from harness.tracking.mlflow_run import outage_budget, patiently, tracking_lost
+    from harness.tracking.store import outage_budget, patiently, tracking_lost
 
     closed = f"http://127.0.0.1:{free_port()}"
     mlflow.set_tracking_uri(closed)
-    with outage_budget(3):
+    with outage_budget(1):
         start = time.monotonic()
         with pytest.raises(MlflowException) as lost:
             patiently(lambda: mlflow.search_experiments())
         took = time.monotonic() - start
     assert tracking_lost(lost.value) is not None
-    assert 3 <= took < 3 + 30, took
+    assert 1 <= took < 1 + 30, took
     (line,) = _progress(caplog)
     assert line.startswith(f"tracking server {closed} not answering (") and line.endswith(
-        "retrying for up to 3 s"), line
+        "retrying for up to 1 s"), line
 
 
 def test_a_tracking_server_back_within_the_budget_answers_the_same_call(mlflow_defaults, caplog):
@@ -269,7 +269,7 @@ def test_a_tracking_server_back_within_the_budget_answers_the_same_call(mlflow_d
 
     import mlflow
 
-    from harness.tracking.mlflow_run import outage_budget, patiently
+    from harness.tracking.store import outage_budget, patiently
 
     port = free_port()
     mlflow.set_tracking_uri(f"http://127.0.0.1:{port}")
@@ -289,8 +289,8 @@ def test_a_tracking_server_back_within_the_budget_answers_the_same_call(mlflow_d
 
     servers = []
 
-    def serve_later():  # the server starts (binds its port) 2 s into the outage
-        time.sleep(2.0)
+    def serve_later():  # the server starts (binds its port) 1 s into the outage, after a retry
+        time.sleep(1.0)
         servers.append(http.server.ThreadingHTTPServer(("127.0.0.1", port), Empty))
         servers[0].serve_forever()
 
@@ -306,7 +306,7 @@ def test_a_tracking_server_back_within_the_budget_answers_the_same_call(mlflow_d
 def test_the_outage_budget_leaves_mlflow_s_settings_as_they_were(mlflow_defaults):
     import os
 
-    from harness.tracking.mlflow_run import outage_budget
+    from harness.tracking.store import outage_budget
 
     os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "5"
     with outage_budget(60):

@@ -69,3 +69,74 @@ def test_an_explicit_readout_the_model_cannot_serve_is_refused_at_plan(tmp_path)
     message = str(refused.value)
     assert message.startswith(f"{tmp_path / 'r.yaml'}:8: models.0.readouts.closure.nat.silhouette: "), message
     assert "prompt_label" in message and "generate" in message and "embed" in message
+
+
+def _mobilenet_checkpoints(tmp_path, fmt: str) -> dict:
+    """A checkpoint that fits timm's mobilenetv2_100 and one with a layer renamed and one missing."""
+    import timm
+    import torch
+    from safetensors.torch import save_file
+
+    state = timm.create_model("mobilenetv2_100", pretrained=False).state_dict()
+    moved = dict(state)
+    moved["head.weight"] = moved.pop("classifier.weight")
+    del moved["conv_head.weight"]
+    paths = {}
+    for name, tensors in (("fits", state), ("moved", moved)):
+        paths[name] = tmp_path / f"{name}.{'pt' if fmt == 'torch' else 'safetensors'}"
+        if fmt == "torch":
+            torch.save(tensors, paths[name])
+        else:
+            save_file(tensors, str(paths[name]))
+    return paths
+
+
+MOBILENET = {"id": "mine", "source": "timm", "name": "mobilenetv2_100", "family": "supervised"}
+
+
+@pytest.mark.parametrize("fmt", ["torch", "safetensors"])
+def test_a_checkpoint_whose_keys_do_not_fit_the_model_fails_its_check(tmp_path, fmt):
+    """The check compares the checkpoint's key names (read from its header) with the
+    architecture's (built on the meta device), in one line; the fitting checkpoint passes."""
+    from harness.models.base import ModelError, ModelSpec
+    from harness.models.registry import make_adapter
+
+    paths = _mobilenet_checkpoints(tmp_path, fmt)
+    make_adapter(ModelSpec(**MOBILENET, weights=str(paths["fits"]))).check()
+    with pytest.raises(ModelError) as refused:
+        make_adapter(ModelSpec(**MOBILENET, weights=str(paths["moved"]))).check()
+    message = str(refused.value)
+    assert "\n" not in message and str(paths["moved"]) in message, message
+    assert "2 of its" in message and "(conv_head.weight, classifier.weight)" in message
+    assert "1 unexpected (head.weight)" in message
+
+
+def test_a_checkpoint_that_does_not_fit_exits_2_before_any_run(tmp_path):
+    from tests.test_end_to_end import gestalt, runs, write_recipe
+
+    paths = _mobilenet_checkpoints(tmp_path, "torch")
+    done = gestalt("recipe", str(write_recipe(tmp_path, [dict(MOBILENET, weights=str(paths["moved"]))])))
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and str(paths["moved"]) in lines[0], done.stderr
+    assert runs(tmp_path) == [] and not (tmp_path / "out").exists()
+
+
+def test_reading_checkpoint_keys_loads_no_tensor(tmp_path):
+    """The keys come from the pickle alone: a checkpoint whose tensor data is gone still names
+    them, so the check costs the header, not the weights."""
+    import zipfile
+
+    import torch
+
+    from harness.models.weights import checkpoint_keys
+
+    torch.save({"a.weight": torch.zeros(1000, 1000), "a.bias": torch.zeros(3)}, tmp_path / "w.pt")
+    with zipfile.ZipFile(tmp_path / "w.pt") as z, zipfile.ZipFile(tmp_path / "stripped.pt", "w") as out:
+        for item in z.infolist():
+            if "/data/" not in item.filename:
+                out.writestr(item, z.read(item))
+    assert checkpoint_keys(tmp_path / "stripped.pt") == ["a.weight", "a.bias"]
+    torch.save({"a.weight": torch.zeros(2)}, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
+    assert checkpoint_keys(tmp_path / "legacy.pt") == ["a.weight"]
+    torch.save({"state_dict": {"a.weight": torch.zeros(2)}}, tmp_path / "wrapped.pt")
+    assert checkpoint_keys(tmp_path / "wrapped.pt") == ["state_dict"]

@@ -16,7 +16,9 @@ Providers and wire formats:
   only if ``options.api_key_env`` names one.
 - ``anthropic``: Messages, ``POST {base_url}/v1/messages`` (default ``https://api.anthropic.com``,
   else ``$ANTHROPIC_BASE_URL``), ``x-api-key`` + the pinned SDK's ``anthropic-version``; key
-  ``ANTHROPIC_API_KEY``. An output budget Anthropic only takes streamed is refused at preflight.
+  ``ANTHROPIC_API_KEY``. An output budget Anthropic only takes streamed (:meth:`APIModel.streams`)
+  is sent with ``stream: true``; the server-sent events are gathered into the message
+  (:func:`anthropic_streamed_message`), an ``error`` event classified by its error type.
 - ``google``: Gemini ``POST {base_url}/v1beta/models/{model}:generateContent`` (default
   ``https://generativelanguage.googleapis.com``, else ``$GOOGLE_GEMINI_BASE_URL``),
   ``x-goog-api-key`` (a header, so the key never sits in a URL); key ``GOOGLE_API_KEY``, else
@@ -58,14 +60,20 @@ in any representation (:func:`scrub_secret`) before it is stored or logged.
 
 ``latency_s`` is the wall time of the attempt that succeeded; ``usage`` is normalised across vendors
 to ``input_tokens`` (cached included), ``cached_tokens``, ``output_tokens`` (the answer, thinking
-excluded), ``thinking_tokens`` (where the vendor reports it: OpenAI, Gemini) and ``total_tokens``.
+excluded), ``thinking_tokens`` (where the vendor reports it: OpenAI, Gemini, Anthropic's
+``output_tokens_details``) and ``total_tokens``.
 The vendors' reasoning fields are kept in ``Generation.extras['reasoning']``, never in the answer.
-``generate_many`` runs requests on a thread pool of ``options.concurrency``.
+Requests in flight per model (:mod:`harness.models.api_concurrency`): ``options.concurrency`` (4)
+at the start, grown while the vendor answers up to ``options.max_concurrency`` (32 when neither is
+set; ``concurrency`` alone stays fixed), cut on a 429 or 529, and held for its retry-after;
+``generate_many`` keeps that many requests in flight. ``options.batch`` sends a battery's trials
+through the vendor's batch interface instead, at its batch price (:mod:`harness.models.api_batch`).
 """
 
 from __future__ import annotations
 
 import base64
+import difflib
 import email.utils
 import json
 import logging
@@ -75,7 +83,7 @@ import random
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,6 +94,7 @@ from PIL import Image
 from ..version import __version__
 from ..stimuli.base import png_bytes
 from .api_capabilities import MIN_OUTPUT_WHEN_THINKING, Family, family_of
+from .api_concurrency import AdaptiveConcurrency
 from .base import Generation, ModelAdapter, ModelError, ModelSpec
 
 log = logging.getLogger(__name__)
@@ -107,7 +116,9 @@ ANSWER_OPTIONS = {"base_url", "max_tokens", "supports_temperature", "thinking_bu
                   "reasoning_effort", "anthropic_version", "extra_body", "api_version", "served_model"}
 # ``generation`` holds the recipe's generation settings, which reach the model through the readout.
 RUNTIME_OPTIONS = {"api_key_env", "timeout_s", "max_retries", "backoff_base_s", "backoff_cap_s",
-                   "concurrency", "generation"}
+                   "concurrency", "max_concurrency", "generation", "batch", "batch_poll_s"}
+# Providers whose batch interface ``options.batch`` uses (harness.models.api_batch).
+BATCH_PROVIDERS = ("openai", "anthropic", "google")
 DEFAULTS = {"timeout_s": 600.0, "max_retries": 6, "backoff_base_s": 1.0, "backoff_cap_s": 60.0,
             "concurrency": 4, "anthropic_version": "2026-10-21"}  # anthropic 2.14's ANTHROPIC_API_VERSION
 CONNECT_TIMEOUT_S = 5.0  # the SDKs' (openai and anthropic DEFAULT_TIMEOUT): a dead host fails fast
@@ -126,7 +137,68 @@ ANTHROPIC_NONSTREAMING_BY_MODEL = {"claude-opus-4-20250514": 8_192, "claude-opus
 def anthropic_nonstreaming_limit(model: str) -> int:
     """The most output tokens Anthropic accepts in a non-streaming request for ``model``."""
     return ANTHROPIC_NONSTREAMING_BY_MODEL.get(model, ANTHROPIC_NONSTREAMING_TOKENS)
+
+
+# Anthropic's error types and the status each comes with (its errors page); an error in a stream
+# arrives as an ``error`` event after the 200, naming only its type.
+ANTHROPIC_ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
+                          "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
+                          "rate_limit_error": 429, "api_error": 500, "timeout_error": 504,
+                          "overloaded_error": 529}
+
+
+def sse_events(lines: Iterable[str]) -> Iterator[tuple[str | None, str]]:
+    """(event, data) of each server-sent event in a stream's lines (the WHATWG rules gestalt needs:
+    ``event:`` and ``data:`` fields, data lines joined by newlines, a blank line ends an event,
+    comments skipped)."""
+    event: str | None = None
+    data: list[str] = []
+    for line in [*lines, ""]:
+        if not line:
+            if event is not None or data:
+                yield event, "\n".join(data)
+            event, data = None, []
+            continue
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "event":
+            event = value
+        elif name == "data":
+            data.append(value)
+
+
+def anthropic_streamed_message(events: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+    """The Message an Anthropic stream's events build, as the anthropic SDK's ``accumulate_event``
+    builds it for the blocks gestalt reads (text, thinking); None if ``message_stop`` never came.
+    ``message_delta``'s usage counts are running totals: they replace, and one it leaves out keeps
+    ``message_start``'s."""
+    message: dict[str, Any] | None = None
+    for e in events:
+        kind = e["type"]
+        if kind == "message_start":
+            message = {**e["message"], "content": list(e["message"].get("content") or []),
+                       "usage": dict(e["message"].get("usage") or {})}
+        elif message is None:
+            raise KeyError(f"{kind} before message_start")
+        elif kind == "content_block_start":
+            message["content"].append(dict(e["content_block"]))
+        elif kind == "content_block_delta":
+            block, delta = message["content"][e["index"]], e["delta"]
+            field_of = {"text_delta": ("text", "text"), "thinking_delta": ("thinking", "thinking")}
+            if delta["type"] in field_of and block.get("type") == field_of[delta["type"]][0]:
+                name = field_of[delta["type"]][1]
+                block[name] = block.get(name, "") + delta[name]
+            elif delta["type"] == "signature_delta" and block.get("type") == "thinking":
+                block["signature"] = delta["signature"]
+        elif kind == "message_delta":
+            message.update(stop_reason=e["delta"].get("stop_reason"), stop_sequence=e["delta"].get("stop_sequence"))
+            message["usage"].update({k: v for k, v in (e.get("usage") or {}).items() if v is not None})
+        elif kind == "message_stop":
+            return message
+    return None
 RETRY_STATUS = {408, 409, 429}  # and every 5xx
+PUSHBACK = {"http_429", "http_529"}  # the vendor asks for fewer requests: the in-flight window shrinks
+MAX_CONCURRENCY = 32
 DETAIL_CHARS = 300
 # Errors that waiting does not cure, named by the vendors' fields (never their message text, whose
 # wording changes): OpenAI's spent credit (error.code), Anthropic's billing error (error.type) and
@@ -166,6 +238,8 @@ def is_quota(body: Any) -> bool:
             "PerDay" in str(v.get("quotaId", "")) for v in d.get("violations") or [] if isinstance(v, dict))
             for d in details)
     return False
+
+
 # Gemini finishReasons that withhold an answer on content grounds (google.genai.types.FinishReason).
 GOOGLE_SAFETY = {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
                  "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION", "MODEL_ARMOR"}
@@ -278,6 +352,11 @@ class APIModel(ModelAdapter):
         self._sleep: Callable[[float], None] = time.sleep
         self._http: httpx2.Client | None = None
         self._http_lock = threading.Lock()
+        # a recipe's own concurrency without a ceiling stays that number (a server that takes no more)
+        start = max(1, int(self.options["concurrency"]))
+        ceiling = self.options.get("max_concurrency") or (
+            start if "concurrency" in spec.options else max(MAX_CONCURRENCY, start))
+        self._window = AdaptiveConcurrency(start, max(start, int(ceiling)))
 
     def __repr__(self) -> str:
         return f"APIModel({self.spec.id!r}, {self.provider}/{self.model})"
@@ -293,8 +372,16 @@ class APIModel(ModelAdapter):
                              f"the variable with options.api_key_env instead of options.api_key")
         unknown = set(s.options) - ANSWER_OPTIONS - RUNTIME_OPTIONS
         if unknown:
-            raise ModelError(f"model {s.id!r}: unknown api option(s) {sorted(unknown)}; known: "
-                             f"{sorted(ANSWER_OPTIONS | RUNTIME_OPTIONS)}")
+            known = sorted(ANSWER_OPTIONS | RUNTIME_OPTIONS)
+            guess = difflib.get_close_matches(sorted(unknown)[0], known, n=1, cutoff=0.5)
+            raise ModelError(f"model {s.id!r}: unknown api option(s) {sorted(unknown)}"
+                             f"{f'; did you mean {guess[0]}?' if guess else ''}; known: {known}")
+        if not isinstance(self.options.get("batch", False), bool):
+            raise ModelError(f"model {s.id!r}: options.batch must be true or false, got "
+                             f"{self.options['batch']!r}")
+        if self.options.get("batch") and self.provider not in BATCH_PROVIDERS:
+            raise ModelError(f"model {s.id!r}: options.batch needs a vendor batch interface, which "
+                             f"{self.provider} lacks; providers with one: {', '.join(BATCH_PROVIDERS)}")
         if self.base_url is None:
             raise ModelError(f"model {s.id!r}: provider {self.provider} needs options.base_url")
         if self.provider == "azure" and not self.options.get("api_version"):
@@ -302,12 +389,14 @@ class APIModel(ModelAdapter):
                              f"(e.g. 2024-10-21)")
         if int(self.options["concurrency"]) < 1:
             raise ModelError(f"model {s.id!r}: options.concurrency must be >= 1")
+        if int(self.options.get("max_concurrency") or self.options["concurrency"]) < int(self.options["concurrency"]):
+            raise ModelError(f"model {s.id!r}: options.max_concurrency must be >= options.concurrency")
         names = self._key_names()
         if names and self._key() is None:
             raise ModelError(f"model {s.id!r}: no API key; set the environment variable "
                              f"{' or '.join(names)}")
-        if (unknown := self.unknown_reason()) is not None:
-            log.warning("model %s: %s", s.id, unknown)
+        if (reason := self.unknown_reason()) is not None:
+            log.warning("model %s: %s", s.id, reason)
 
     @property
     def base_url(self) -> str | None:
@@ -425,10 +514,6 @@ class APIModel(ModelAdapter):
         """
         family, _ = self.family
         max_tokens = int(self.options.get("max_tokens") or settings.get("max_new_tokens", 40))
-        if self.provider == "anthropic" and max_tokens > anthropic_nonstreaming_limit(self.model):
-            raise self._refuse(f"max_tokens={max_tokens} needs a streaming request (Anthropic refuses a "
-                               f"non-streaming one above {anthropic_nonstreaming_limit(self.model)} output "
-                               f"tokens); gestalt sends non-streaming requests: lower options.max_tokens")
         thinking, thinks = self._thinking(family, max_tokens)
         exact = set(settings.get("exact") or ())
         effort = self.options.get("reasoning_effort")
@@ -608,40 +693,54 @@ class APIModel(ModelAdapter):
     def _client(self) -> httpx2.Client:
         with self._http_lock:
             if self._http is None:
-                workers = int(self.options["concurrency"])
+                workers = self._window.ceiling
                 self._http = httpx2.Client(
                     timeout=httpx2.Timeout(float(self.options["timeout_s"]), connect=CONNECT_TIMEOUT_S),
                     trust_env=True,
                     limits=httpx2.Limits(max_connections=workers, max_keepalive_connections=workers))
             return self._http
 
-    def _post(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
-        return self._send("POST", url, headers, json.dumps(body).encode())
+    def _post(self, url: str, headers: dict[str, str], body: dict[str, Any], stream: bool = False) -> dict[str, Any]:
+        return self._send("POST", url, headers, json.dumps(body).encode(), stream)
 
-    def _send(self, method: str, url: str, headers: dict[str, str], content: bytes | None) -> dict[str, Any]:
+    def streams(self, plan: RequestPlan) -> bool:
+        """Whether the request goes out streamed: an Anthropic output budget above what it takes in
+        one non-streaming response (:func:`anthropic_nonstreaming_limit`)."""
+        return self.provider == "anthropic" and plan.max_tokens > anthropic_nonstreaming_limit(self.model)
+
+    def _paced_post(self, url: str, headers: dict[str, str], body: dict[str, Any],
+                    stream: bool = False) -> dict[str, Any]:
+        """``_post`` inside the model's in-flight window, which a 429 or 529 shrinks."""
+        started = self._window.acquire()
         try:
+            payload = self._post(url, headers, body, stream)
+        except _Retryable as e:
+            self._window.release(started, "pushback" if e.code in PUSHBACK else "failed", e.retry_after)
+            raise
+        except BaseException:
+            self._window.release(started, "failed")
+            raise
+        self._window.release(started)
+        return payload
+
+    def _send(self, method: str, url: str, headers: dict[str, str], content: bytes | None,
+              stream: bool = False) -> dict[str, Any]:
+        """The response body (a streamed one: the message its events build); raises _Retryable or
+        _Terminal by the vendor's status and fields."""
+        try:
+            if stream:
+                with self._client().stream(method, url, content=content, headers=headers) as resp:
+                    if resp.status_code >= 400:
+                        resp.read()
+                        self._raise_status(resp)
+                    return self._streamed(resp.iter_lines())
             resp = self._client().request(method, url, content=content, headers=headers)
         except httpx2.TimeoutException:
             raise _Retryable("timeout", f"no response within {self.options['timeout_s']} s") from None
         except httpx2.TransportError as e:  # refused, reset or dropped mid-response
             raise _Retryable("connection", self._scrub(f"{type(e).__name__}: {e}")) from None
         if resp.status_code >= 400:
-            detail = self._scrub(resp.text)
-            code = f"http_{resp.status_code}"
-            try:
-                error_body = json.loads(resp.content)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                error_body = None
-            if resp.status_code in (400, 402, 403, 429) and is_quota(error_body):
-                raise _Terminal("quota", detail)
-            if resp.status_code == 400 and is_bad_key(error_body):
-                raise _Terminal("auth", detail)
-            should = (resp.headers.get("x-should-retry") or "").strip().lower()
-            retry = should == "true" or (should != "false" and (
-                resp.status_code in RETRY_STATUS or resp.status_code >= 500))
-            if retry:
-                raise _Retryable(code, detail, retry_after_s(resp.headers))
-            raise _Terminal(code, detail)
+            self._raise_status(resp)
         try:
             payload = json.loads(resp.content)
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -649,6 +748,54 @@ class APIModel(ModelAdapter):
         if not isinstance(payload, dict):
             raise _Retryable("malformed_json", f"top-level {type(payload).__name__}")
         return payload
+
+    def _streamed(self, lines: Iterable[str]) -> dict[str, Any]:
+        """The Message an Anthropic event stream builds; an ``error`` event is classified by its
+        error type as the status it stands for, a stream cut before ``message_stop`` retried."""
+        events = []
+        for event, data in sse_events(lines):
+            if event in (None, "ping") or not data:
+                continue
+            try:
+                body = json.loads(data)
+            except json.JSONDecodeError:
+                raise _Retryable("malformed_json", self._scrub(data)) from None
+            if event == "error":
+                detail = self._scrub(data)
+                if is_quota(body):
+                    raise _Terminal("quota", detail)
+                kind = (body.get("error") or {}).get("type") if isinstance(body, dict) else None
+                status = ANTHROPIC_ERROR_STATUS.get(str(kind), 500)
+                if status in RETRY_STATUS or status >= 500:
+                    raise _Retryable(f"http_{status}", detail)
+                raise _Terminal(f"http_{status}", detail)
+            events.append(body)
+        try:
+            message = anthropic_streamed_message(events)
+        except (KeyError, IndexError, TypeError, AttributeError) as e:
+            raise _Retryable("malformed_json", f"unexpected event ({type(e).__name__}: {e})") from None
+        if message is None:
+            raise _Retryable("connection", "the event stream ended before message_stop")
+        return message
+
+    def _raise_status(self, resp: httpx2.Response) -> None:
+        """Raises the _Retryable or _Terminal an error response stands for."""
+        detail = self._scrub(resp.text)
+        code = f"http_{resp.status_code}"
+        try:
+            error_body = json.loads(resp.content)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            error_body = None
+        if resp.status_code in (400, 402, 403, 429) and is_quota(error_body):
+            raise _Terminal("quota", detail)
+        if resp.status_code == 400 and is_bad_key(error_body):
+            raise _Terminal("auth", detail)
+        should = (resp.headers.get("x-should-retry") or "").strip().lower()
+        retry = should == "true" or (should != "false" and (
+            resp.status_code in RETRY_STATUS or resp.status_code >= 500))
+        if retry:
+            raise _Retryable(code, detail, retry_after_s(resp.headers))
+        raise _Terminal(code, detail)
 
     def _read(self, payload: dict[str, Any]) -> tuple[str, dict[str, int], str | None, str]:
         """(text, usage, cut, reasoning) from a provider's response body; ``cut`` is "<truncated|
@@ -690,14 +837,17 @@ class APIModel(ModelAdapter):
                 elif stop == "refusal":
                     cut = "refusal: stop_reason refusal"
                 u = payload.get("usage") or {}
-                # Anthropic bills thinking inside output_tokens and reports no split; its
-                # input_tokens leave out cache reads and writes, gestalt's include them (as OpenAI's).
+                # Anthropic bills thinking inside output_tokens, split out in
+                # output_tokens_details.thinking_tokens where it reports one; its input_tokens
+                # leave out cache reads and writes, gestalt's include them (as OpenAI's).
                 cached = u.get("cache_read_input_tokens") or 0
-                fresh = u.get("input_tokens")
+                fresh, out = u.get("input_tokens"), u.get("output_tokens")
                 usage = {"input_tokens": fresh + cached + (u.get("cache_creation_input_tokens") or 0)
-                         if isinstance(fresh, int) else None,
-                         "output_tokens": u.get("output_tokens"), "cached_tokens": cached}
-                if not any(b.get("type") in ("thinking", "redacted_thinking") for b in payload["content"]):
+                         if isinstance(fresh, int) else None, "output_tokens": out, "cached_tokens": cached}
+                thought = (u.get("output_tokens_details") or {}).get("thinking_tokens")
+                if isinstance(thought, int) and isinstance(out, int):
+                    usage.update(output_tokens=out - thought, thinking_tokens=thought)
+                elif not any(b.get("type") in ("thinking", "redacted_thinking") for b in payload["content"]):
                     usage["thinking_tokens"] = 0
             else:
                 u = payload.get("usageMetadata") or {}
@@ -732,6 +882,18 @@ class APIModel(ModelAdapter):
         return delay * (0.5 + 0.5 * self._rng.random())  # jitter spreads synchronized retries
 
     # -- generate --------------------------------------------------------------------------
+    def answer(self, payload: dict[str, Any], plan: RequestPlan, t0: float) -> Generation:
+        """The Generation of a vendor's response body (raises _Retryable on a malformed one)."""
+        text, usage, cut, reasoning = self._read(payload)
+        # an answer may echo what it was sent, the key included: stored scrubbed like errors
+        key = self._key()
+        extras = {"reasoning": scrub_secret(reasoning, key)} if reasoning else {}
+        if (unknown := self.unknown_reason()) is not None:
+            extras["capabilities"] = unknown
+        return Generation(text=scrub_secret(text, key), latency_s=time.perf_counter() - t0,
+                          usage=usage, error=self._scrub(cut) if cut else None,
+                          settings_dropped=plan.dropped, extras=extras)
+
     def generate(self, image: Image.Image | None, prompt: str, settings: dict[str, Any]) -> Generation:
         t0 = time.perf_counter()
         try:
@@ -742,20 +904,15 @@ class APIModel(ModelAdapter):
         except Exception as e:  # noqa: BLE001 - a request that cannot be built is one null trial
             return Generation(text=None, latency_s=time.perf_counter() - t0,
                               error=f"request: {type(e).__name__}: {self._scrub(str(e))}")
+        stream = self.streams(plan)
+        if stream:
+            body = {**body, "stream": True}
         attempts = int(self.options["max_retries"]) + 1
         last, latency = _Retryable("unexpected"), 0.0
         for attempt in range(attempts):
             t0 = time.perf_counter()
             try:
-                text, usage, cut, reasoning = self._read(self._post(url, headers, body))
-                # an answer may echo what it was sent, the key included: stored scrubbed like errors
-                key = self._key()
-                extras = {"reasoning": scrub_secret(reasoning, key)} if reasoning else {}
-                if (unknown := self.unknown_reason()) is not None:
-                    extras["capabilities"] = unknown
-                return Generation(text=scrub_secret(text, key), latency_s=time.perf_counter() - t0,
-                                  usage=usage, error=self._scrub(cut) if cut else None,
-                                  settings_dropped=plan.dropped, extras=extras)
+                return self.answer(self._paced_post(url, headers, body, stream), plan, t0)
             except _Terminal as e:
                 log.warning("%s: %s, not retried", self.spec.id, e.code)
                 return Generation(text=None, latency_s=time.perf_counter() - t0,
@@ -780,6 +937,6 @@ class APIModel(ModelAdapter):
                       settings: dict[str, Any]) -> list[Generation]:
         if len(images) != len(prompts):
             raise ValueError(f"{len(images)} images but {len(prompts)} prompts")
-        workers = max(1, min(int(self.options["concurrency"]), len(images)))
+        workers = max(1, min(self._window.ceiling, len(images)))
         with ThreadPoolExecutor(max_workers=workers) as pool:
             return list(pool.map(lambda ip: self.generate(ip[0], ip[1], settings), zip(images, prompts)))

@@ -3,8 +3,9 @@ and the input tokens a request will carry, estimated before a run.
 
 ``prices.csv`` has one row per (vendor, model): USD per million input, output, cached-input, batch
 input and batch output tokens, the date of the price, the vendor's pricing page (``source``) and
-the page the figures were read from (``via``). Azure deployments are priced as the OpenAI model
-they serve. Thinking tokens are billed as output, cached input at its own rate.
+the third-party summary the figures were read from (``via``; not checked against ``source``).
+Azure deployments are priced as the OpenAI model they serve. Thinking tokens are billed as output,
+cached input at its own rate.
 
 Input tokens of an image follow each vendor's documented rule: OpenAI 85 + 170 per 512 px tile
 once the image fits 2048 px and its short side is at most 768 px; Anthropic width x height / 750
@@ -63,12 +64,15 @@ def price_of(provider: str, model: str) -> Price | None:
 
 def cost_usd(price: Price, usage: dict[str, int]) -> float:
     """A call's cost from its normalised usage (``input_tokens`` including ``cached_tokens``;
-    ``output_tokens`` without ``thinking_tokens``, which bill as output)."""
+    ``output_tokens`` without ``thinking_tokens``, which bill as output). A call answered through
+    the vendor's batch interface (``usage['batch']``) bills at the batch rates, its cached input
+    at the cached rate with the same discount."""
     cached = usage.get("cached_tokens", 0)
     fresh = usage.get("input_tokens", 0) - cached
-    cached_rate = price.input if price.cached_input is None else price.cached_input
+    rate_in, rate_out = (price.batch_input, price.batch_output) if usage.get("batch") else (price.input, price.output)
+    cached_rate = rate_in if price.cached_input is None else price.cached_input * rate_in / price.input
     out = usage.get("output_tokens", 0) + usage.get("thinking_tokens", 0)
-    return (fresh * price.input + cached * cached_rate + out * price.output) / 1e6
+    return (fresh * rate_in + cached * cached_rate + out * rate_out) / 1e6
 
 
 def _fit(width: int, height: int, longest: float) -> tuple[float, float]:
@@ -95,10 +99,11 @@ def estimate_input_tokens(provider: str, image_size: tuple[int, int] | None, pro
     return image + math.ceil(len(prompt) / 4)
 
 
-def estimate_line(provider: str, model: str, jobs: Sequence[tuple[int, tuple[int, int] | None, str, int]]) -> str:
+def estimate_line(provider: str, model: str, jobs: Sequence[tuple[int, tuple[int, int] | None, str, int]],
+                  batch: bool = False) -> str:
     """The dry run's line for one API model: its calls still to run, their input tokens (estimated),
-    their output budget (an upper bound) and what that costs at the table's prices. ``jobs``: per
-    task (calls, image size, prompt, output budget)."""
+    their output budget (an upper bound) and what that costs at the table's prices (batch prices
+    for a model in batch mode). ``jobs``: per task (calls, image size, prompt, output budget)."""
     calls = sum(n for n, *_ in jobs)
     tokens_in = sum(n * estimate_input_tokens(provider, size, prompt) for n, size, prompt, _ in jobs)
     tokens_out = sum(n * budget for n, _, _, budget in jobs)
@@ -106,20 +111,54 @@ def estimate_line(provider: str, model: str, jobs: Sequence[tuple[int, tuple[int
     price = price_of(provider, model)
     if price is None:
         return f"{line}; no price for {provider}/{model} in harness/models/prices.csv"
-    usd = cost_usd(price, {"input_tokens": tokens_in, "output_tokens": tokens_out})
-    return f"{line}, ~${usd:.2f} at {price.model} prices of {price.date} (harness/models/prices.csv)"
+    usd = cost_usd(price, {"input_tokens": tokens_in, "output_tokens": tokens_out, "batch": int(batch)})
+    rates = "batch prices" if batch else "prices"
+    return f"{line}, ~${usd:.2f} at {price.model} {rates} of {price.date} (harness/models/prices.csv)"
 
 
-def battery_usage(records: list[dict], provider: str, model: str) -> dict[str, float]:
-    """A battery's tokens and cost from its trials' recorded usage (what the vendor reported):
-    ``tokens_in`` (cached included), ``tokens_out`` (thinking included) and, where the table
-    prices the model, ``cost_usd``."""
+USAGE_METRICS = ("tokens_in", "tokens_out", "cost_usd")  # an API battery's run metrics (battery_usage)
+
+
+def task_usage(records: list[dict], price: Price | None, extractor: Price | None = None) -> dict[str, float]:
+    """A task's tokens and cost from its trials' recorded usage (what the vendors reported): the
+    model's ``tokens_in`` (cached included), ``tokens_out`` (thinking included), ``thinking_tokens``
+    and ``cached_tokens``; the answer extractor's (CHART-6's LLM extractor, ``extras.extractor_usage``)
+    ``extractor_calls``, ``extractor_tokens_in`` and ``extractor_tokens_out`` where it made calls;
+    ``cost_usd`` of both at the table's prices where it prices them."""
     usages = [r.get("usage") or {} for r in records]
     out = {"tokens_in": float(sum(u.get("input_tokens", 0) for u in usages)),
-           "tokens_out": float(sum(u.get("output_tokens", 0) + u.get("thinking_tokens", 0) for u in usages))}
-    price = price_of(provider, model)
-    if price is not None:
-        out["cost_usd"] = sum(cost_usd(price, u) for u in usages)
+           "tokens_out": float(sum(u.get("output_tokens", 0) + u.get("thinking_tokens", 0) for u in usages)),
+           "thinking_tokens": float(sum(u.get("thinking_tokens", 0) for u in usages)),
+           "cached_tokens": float(sum(u.get("cached_tokens", 0) for u in usages))}
+    extracted = [u for r in records if (u := (r.get("extras") or {}).get("extractor_usage"))]
+    if extracted:
+        out.update(extractor_calls=float(len(extracted)),
+                   extractor_tokens_in=float(sum(u.get("input_tokens", 0) for u in extracted)),
+                   extractor_tokens_out=float(sum(u.get("output_tokens", 0) + u.get("thinking_tokens", 0)
+                                                  for u in extracted)))
+    if price is not None or extractor is not None:
+        out["cost_usd"] = trials_cost(records, price, extractor)
+    return out
+
+
+def trials_cost(records: list[dict], price: Price | None, extractor: Price | None = None) -> float:
+    """What trials' calls cost at the table's prices: the model's at ``price``, their answer
+    extractor's at ``extractor`` (either None: not a paid API model, nothing counted)."""
+    total = 0.0
+    for r in records:
+        if price is not None:
+            total += cost_usd(price, r.get("usage") or {})
+        if extractor is not None:
+            total += cost_usd(extractor, (r.get("extras") or {}).get("extractor_usage") or {})
+    return total
+
+
+def battery_usage(tasks: list[dict[str, float]]) -> dict[str, float]:
+    """A battery's run metrics (:data:`USAGE_METRICS`) from its tasks' :func:`task_usage`: the
+    model's tokens, and the cost of its calls and its extractor's where priced."""
+    out = {k: sum(t.get(k, 0.0) for t in tasks) for k in ("tokens_in", "tokens_out")}
+    if any("cost_usd" in t for t in tasks):
+        out["cost_usd"] = sum(t.get("cost_usd", 0.0) for t in tasks)
     return out
 
 
@@ -135,10 +174,11 @@ class Budget:
         self.limit_usd = limit_usd
         self.spent_usd = 0.0
 
-    def charge(self, price: Price, records: list[dict]) -> None:
-        """Add the cost of trials just recorded; raises BudgetReached once the budget is spent."""
-        self.spent_usd += sum(cost_usd(price, r.get("usage") or {}) for r in records)
+    def charge(self, price: Price | None, records: list[dict], extractor: Price | None = None) -> None:
+        """Add the cost of trials just recorded, their answer extractor's calls included; raises
+        BudgetReached once the budget is spent."""
+        self.spent_usd += trials_cost(records, price, extractor)
         if self.spent_usd >= self.limit_usd:
+            rates = " and ".join(f"{p.model} prices of {p.date}" for p in (price, extractor) if p is not None)
             raise BudgetReached(f"budget_usd {self.limit_usd:g} reached (spent ${self.spent_usd:.4f} at "
-                                f"{price.model} prices of {price.date}); records kept, a rerun with a "
-                                f"larger budget continues")
+                                f"{rates}); records kept, a rerun with a larger budget continues")

@@ -38,6 +38,10 @@ Capability = Literal["embed", "generate", "predict"]
 CAPABILITIES: tuple[Capability, ...] = ("embed", "generate", "predict")  # a readout's order of preference
 
 
+DType = Literal["float32", "float16", "bfloat16", "auto"]  # the weights' type
+Precision = Literal["float32", "auto", "bfloat16", "float16"]  # autocast of the forward pass
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """A model as a recipe names it: ``source:name`` plus weights and settings."""
@@ -49,8 +53,8 @@ class ModelSpec:
     revision: str | None = None  # exact hub commit, recorded in every trial
     family: str = "unknown"
     batch_size: int | Literal["auto"] = 32  # "auto": halved on GPU out-of-memory (models.device)
-    dtype: str = "float32"  # the weights' type
-    precision: str = "float32"  # autocast of the forward pass: float32 | auto | bfloat16 | float16
+    dtype: DType = "float32"
+    precision: Precision = "float32"
     options: dict[str, Any] = field(default_factory=dict)
     # code shipped with hub weights runs only when the recipe says so, in so many words
     trust_remote_code: bool = False

@@ -26,7 +26,7 @@ from ..memo import Memo
 from .base import ModelAdapter, ModelError, ModelSpec
 from .device import (BatchSizer, autocast, compute_precision, is_conv_net, is_cuda, place, planned_device,
                      to_device)
-from .weights import load_by_order, pypi_weights
+from .weights import check_keys, checkpoint_keys, load_by_order, pypi_weights
 
 
 def _version(dist: str) -> str:
@@ -34,6 +34,23 @@ def _version(dist: str) -> str:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return "absent"
+
+
+def _tensor_steps(steps: list[Any]) -> bool:
+    """Whether a transform ends with PIL-to-tensor (torchvision's, or timm's that passes tensors
+    through) and then normalisation: steps that can run on a whole batch at once."""
+    from torchvision.transforms import Normalize, ToTensor
+
+    return (len(steps) == 2 and type(steps[0]) in (ToTensor, *_timm_to_tensor())
+            and type(steps[1]) is Normalize)
+
+
+def _timm_to_tensor() -> tuple[type, ...]:
+    try:
+        from timm.data.transforms import MaybeToTensor
+    except ImportError:
+        return ()
+    return (MaybeToTensor,)
 
 
 def random_init_seed(spec: ModelSpec) -> int:
@@ -103,9 +120,10 @@ class TorchEncoder(ModelAdapter):
     def fingerprint(self) -> dict[str, Any]:
         s = self.spec
         options = {k: v for k, v in s.options.items() if k != "max_batch_size"}  # speed, not results
-        fp = {"source": s.source, "name": s.name, "weights": s.weights, "revision": s.revision,
-              "dtype": s.dtype, "options": options, "library": f"{self.library}=={_version(self.library)}",
-              "torch": _version("torch")}
+        fp: dict[str, Any] = {
+            "source": s.source, "name": s.name, "weights": s.weights, "revision": s.revision,
+            "dtype": s.dtype, "options": options, "library": f"{self.library}=={_version(self.library)}",
+            "torch": _version("torch")}
         if self.precision != "float32":  # only then: a float32 run's fingerprint is the one it always had
             fp["precision"] = self.precision
         pkg = pypi_weights(s.weights)
@@ -156,7 +174,24 @@ class TorchEncoder(ModelAdapter):
         import torch
 
         self.load()
-        return torch.stack([self._transform(im.convert("RGB")) for im in images])
+        transform = self._transform
+        assert transform is not None  # load() sets it with the model
+        steps = getattr(transform, "transforms", None)
+        if steps and _tensor_steps(steps[-2:]):
+            # the image steps one image at a time, then to-tensor and normalisation once for the
+            # batch: the same float32 operations on each pixel, without a tensor per image (on a
+            # CPU they were most of the preprocessing)
+            from torchvision.transforms import functional
+
+            pictures = [im.convert("RGB") for im in images]
+            for step in steps[:-2]:
+                pictures = [step(p) for p in pictures]
+            if len({(p.size, p.mode) for p in pictures}) == 1:
+                pixels = torch.from_numpy(np.stack([np.asarray(p) for p in pictures]))
+                batch = pixels.permute(0, 3, 1, 2).contiguous().to(torch.float32).div(255)
+                return functional.normalize(batch, steps[-1].mean, steps[-1].std, inplace=True)
+            return torch.stack([steps[-1](steps[-2](p)) for p in pictures])
+        return torch.stack([transform(im.convert("RGB")) for im in images])
 
     def embed(self, images: list[Image.Image]) -> np.ndarray:
         return self._batched(images, self._forward)
@@ -215,6 +250,33 @@ class TimmEncoder(TorchEncoder):
                                  f"{pkg.architecture}, not {self.spec.name}")
             if not pkg.path().is_file():
                 raise ModelError(f"model {self.spec.id!r}: weight file {pkg.path()} missing")
+        elif self.spec.weights == "hub" and os.environ.get("HF_HUB_OFFLINE") == "1" and not self._hub_cached():
+            raise ModelError(f"model {self.spec.id!r}: timm {self.spec.name!r} hub weights are not in the local "
+                             f"Hugging Face cache and HF_HUB_OFFLINE=1 (run `gestalt models fetch` with a network)")
+        elif self.spec.weights not in (None, "random", "hub") and Path(self.spec.weights).is_file():
+            path = Path(self.spec.weights)
+            if (found := checkpoint_keys(path)) is not None:  # loaded strictly: the names must match
+                try:
+                    check_keys(path, found, self._state_keys(), f"timm {self.spec.name}")
+                except ModelError as e:
+                    raise ModelError(f"model {self.spec.id!r}: weights {e}") from None
+
+    def _state_keys(self) -> list[str]:
+        """The names of the architecture's state dict, from a model built on the meta device (no
+        memory, no initialisation), remembered per timm build, name and model_kwargs."""
+        kwargs = self.spec.options.get("model_kwargs", {})
+        key = f"{_dist_stamp('timm')}|{self.spec.name}|state_keys|{json.dumps(kwargs, sort_keys=True)}"
+        memo = Memo("timm_facts")
+        keys = memo.get(key)
+        if not isinstance(keys, list):
+            import timm
+            import torch
+
+            with torch.device("meta"):
+                keys = list(timm.create_model(self.spec.name, pretrained=False, **kwargs).state_dict())
+            memo.set(key, keys)
+            memo.save()
+        return keys
 
     @property
     def fingerprint(self) -> dict[str, Any]:
@@ -224,6 +286,22 @@ class TimmEncoder(TorchEncoder):
             fp["preprocess"] = pre
         return fp
 
+    def _hub_cached(self) -> bool:
+        """Whether the Hugging Face cache holds a weight file timm would read for ``weights: hub``
+        (its ``.safetensors`` alternative or the file itself); True where timm fetches from a
+        URL instead, which this cannot see."""
+        import timm
+        from huggingface_hub import try_to_load_from_cache
+
+        cfg = timm.models.get_pretrained_cfg(self.spec.name)
+        hub_id = self.spec.options.get("hf_hub_id") or getattr(cfg, "hf_hub_id", None)
+        if not hub_id:
+            return True
+        name = getattr(cfg, "hf_hub_filename", None) or "pytorch_model.bin"
+        files = [name, *(["model.safetensors"] if name == "pytorch_model.bin" else
+                         [name[:-4] + ".safetensors"] if name.endswith(".bin") else [])]
+        return any(isinstance(try_to_load_from_cache(hub_id, f, revision=self.spec.revision), str) for f in files)
+
     def _hub_kwargs(self) -> dict[str, Any]:
         s = self.spec
         kwargs: dict[str, Any] = {"pretrained": True}
@@ -231,7 +309,12 @@ class TimmEncoder(TorchEncoder):
         if hub_id or s.revision:
             import timm
 
-            hub_id = hub_id or timm.models.get_pretrained_cfg(s.name).hf_hub_id
+            if not hub_id:
+                cfg = timm.models.get_pretrained_cfg(s.name)
+                if cfg is None:
+                    raise ModelError(f"model {s.id!r}: timm has no pretrained config for {s.name!r}, "
+                                     f"so no hub id to pin the revision to (set option hf_hub_id)")
+                hub_id = cfg.hf_hub_id
             kwargs["pretrained_cfg_overlay"] = {"hf_hub_id": f"{hub_id}@{s.revision}" if s.revision else hub_id}
         return kwargs
 

@@ -68,7 +68,7 @@ class HFVLM(ModelAdapter):
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)
         self._model: Any = None
-        self._processor = None
+        self._processor: Any = None  # transformers' AutoProcessor picks the class at load
         self._placed: str | None = None  # the device given to to(); before that, the planned one
         self._sizer = BatchSizer(spec)
 
@@ -94,14 +94,14 @@ class HFVLM(ModelAdapter):
         else:
             from huggingface_hub import try_to_load_from_cache
 
-            config = try_to_load_from_cache(s.name, "config.json", revision=s.revision)
-            if not isinstance(config, str):
+            cached = try_to_load_from_cache(s.name, "config.json", revision=s.revision)
+            if not isinstance(cached, str):
                 if os.environ.get("HF_HUB_OFFLINE") == "1":
                     raise ModelError(f"model {s.id!r}: {s.name!r} is not in the local Hugging Face "
                                      f"cache and HF_HUB_OFFLINE=1 (run `gestalt models fetch` with a "
                                      f"network)")
                 return  # resolved from the hub at load time
-            config = Path(config)
+            config = Path(cached)
         if not config.is_file():
             raise ModelError(f"model {s.id!r}: {config} missing")
         self._check_architecture(json.loads(config.read_text()), config)

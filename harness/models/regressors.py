@@ -335,6 +335,7 @@ class CNNRegressor(ModelAdapter):
 
         o = self.options
         net = place(self._new_net(), str(acc.device))  # channels-last for a conv net on CUDA
+        opt: torch.optim.Optimizer
         if o["optimizer"] == "adamw":
             opt = torch.optim.AdamW(net.parameters(), lr=float(o["lr"]),
                                     weight_decay=float(o["weight_decay"]))
@@ -410,9 +411,11 @@ class CNNRegressor(ModelAdapter):
         return float(total[0] / total[1])
 
     # -- prediction
-    def _ready(self) -> None:
-        if not self.nets:
+    def _ready(self) -> tuple[int, int, int]:
+        """The input shape the trained nets take; an error where nothing is trained yet."""
+        if not self.nets or self.input_shape is None:
             raise ModelError(f"model {self.spec.id!r}: not trained; fit() or load() it first")
+        return self.input_shape
 
     def predict(self, images: Sequence[Image.Image] | np.ndarray) -> np.ndarray:
         """(n,) predicted ratios (mean over fold models)."""
@@ -469,12 +472,12 @@ class CNNRegressor(ModelAdapter):
     def save(self, path: str | Path) -> None:
         import torch
 
-        self._ready()
+        input_shape = self._ready()
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".part")
         torch.save({"format": CHECKPOINT_FORMAT, "fingerprint": json.dumps(self.fingerprint, sort_keys=True),
-                    "input_shape": list(self.input_shape), "trained_on": self.trained_on,
+                    "input_shape": list(input_shape), "trained_on": self.trained_on,
                     "history": self.history, "states": [net.state_dict() for net in self.nets]}, tmp)
         tmp.replace(path)
 
@@ -543,9 +546,10 @@ def _load(data: TrainingData, batches: list[np.ndarray], workers: int):
     from torch.utils.data import DataLoader
 
     # its own generator: seeding the workers must not consume the global RNG that dropout uses
-    loader = DataLoader(_Batches(data, batches), batch_size=None, shuffle=False, num_workers=workers,
-                        collate_fn=_as_is, generator=torch.Generator().manual_seed(0))
-    return iter(loader)
+    # _Batches is a map-style dataset by protocol (__getitem__, __len__); the stubs want the class
+    return iter(DataLoader(_Batches(data, batches),  # type: ignore[arg-type]
+                           batch_size=None, shuffle=False, num_workers=workers, collate_fn=_as_is,
+                           generator=torch.Generator().manual_seed(0)))
 
 
 class _Pooled:
@@ -560,14 +564,17 @@ class _Pooled:
         return int(self.offsets[-1])
 
     def images(self, idx: np.ndarray) -> np.ndarray:
+        if not len(idx):
+            return self.parts[0].images(idx)  # no images, in the parts' shape and type
         which = np.searchsorted(self.offsets, idx, side="right") - 1
-        out = None
+        out: np.ndarray | None = None
         for p in np.unique(which):
             sel = which == p
             part = self.parts[p].images(idx[sel] - self.offsets[p])
             if out is None:
                 out = np.empty((len(idx),) + part.shape[1:], part.dtype)
             out[sel] = part
+        assert out is not None  # idx is not empty: some part gave images
         return out
 
 

@@ -9,12 +9,14 @@ packages' own reference implementations).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
 import json
+import pickle
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,3 +131,67 @@ def check_checkpoint(path: Path) -> None:
     except (OSError, zipfile.BadZipFile) as e:
         raise ModelError(f"{path}: not a checkpoint ({e})") from None
     raise ModelError(f"{path}: not a checkpoint (neither a torch.save file nor safetensors)")
+
+
+class _Placeholder:
+    """Stands for anything torch.save's pickle names (a tensor, a storage, a class): built from
+    any arguments, holding nothing, so reading the keys runs no code and loads no tensor."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __setstate__(self, state):
+        pass
+
+
+class _KeysOnly(pickle.Unpickler):
+    def find_class(self, module, name):
+        return collections.OrderedDict if (module, name) == ("collections", "OrderedDict") else _Placeholder
+
+    def persistent_load(self, pid):
+        return None
+
+
+def checkpoint_keys(path: Path) -> list[str] | None:
+    """The names a checkpoint maps to tensors, read without its tensors: safetensors' JSON header,
+    or torch.save's pickle with every tensor a placeholder. None where the file is not one flat
+    mapping of names (a wrapped checkpoint, or anything the reading cannot follow)."""
+    import zipfile
+
+    try:
+        with open(path, "rb") as f:
+            if path.suffix == ".safetensors":
+                header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+                return [k for k in header if k != "__metadata__"]
+            if zipfile.is_zipfile(f):
+                with zipfile.ZipFile(f) as z:
+                    pkl = next(n for n in z.namelist() if n == "data.pkl" or n.endswith("/data.pkl"))
+                    with z.open(pkl) as data:
+                        obj = _KeysOnly(data).load()
+            else:  # legacy format: magic number, protocol, system info, then the object
+                f.seek(0)  # is_zipfile read from the end
+                for _ in range(3):
+                    pickle.load(f)
+                obj = _KeysOnly(f).load()
+    except Exception:  # noqa: BLE001 - unreadable here is left to the loader, which names its error
+        return None
+    if not isinstance(obj, dict) or not all(isinstance(k, str) for k in obj):
+        return None
+    return list(obj)
+
+
+def check_keys(path: Path, found: list[str], expected: list[str], model: str) -> None:
+    """Raise ModelError, one line, when a checkpoint's names are not exactly the model's: how
+    many are missing and unexpected, and the first few of each."""
+    have, want = set(found), set(expected)
+    missing = [k for k in expected if k not in have]
+    unexpected = [k for k in found if k not in want]
+    if not missing and not unexpected:
+        return
+
+    def few(keys: list[str]) -> str:
+        return ", ".join(keys[:3]) + (", ..." if len(keys) > 3 else "")
+
+    parts = [f"{len(missing)} of its {len(expected)} keys missing" + (f" ({few(missing)})" if missing else ""),
+             f"{len(unexpected)} unexpected" + (f" ({few(unexpected)})" if unexpected else "")]
+    raise ModelError(f"{path}: does not fit {model}: {'; '.join(parts)}")

@@ -9,13 +9,21 @@ from scores and counted, never scored as errors.
 from __future__ import annotations
 
 import difflib
+import hashlib
+import logging
+import os
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..models.base import Adapter, Embedder
 from ..models.device import chunk_size
 from ..stimuli.base import Stimulus, StimulusSet, prefetched
+
+log = logging.getLogger(__name__)
 
 
 class UnknownReadoutOption(ValueError):
@@ -24,6 +32,32 @@ class UnknownReadoutOption(ValueError):
     def __init__(self, message: str, keys: list[str]):
         super().__init__(message)
         self.keys = keys
+
+
+class ReadoutSettings(BaseModel):
+    """A readout's settings: a recipe model's ``generation`` and ``task_options.<task>.readout``.
+    Each readout declares a subclass, its fields typed and defaulted; any other key is refused,
+    at recipe load (with the recipe's line) and when preflight builds the readout for a model."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        return {k: f.get_default(call_default_factory=True) for k, f in cls.model_fields.items()}
+
+
+def settings_error(settings: type[ReadoutSettings], e: ValidationError) -> tuple[str, str]:
+    """(key, what is wrong) of a validation's first error: an unknown key or a bad value, with
+    the closest known key or allowed value."""
+    err = e.errors()[0]
+    key = ".".join(map(str, err["loc"]))
+    if err["type"] == "extra_forbidden":
+        guess = difflib.get_close_matches(key, sorted(settings.model_fields), n=1, cutoff=0.5)
+        return key, "unknown setting" + (f"; did you mean {guess[0]}?" if guess else "")
+    allowed = [str(a) for a in get_args(settings.model_fields[str(err["loc"][0])].annotation)
+               if isinstance(a, str)] if err["loc"] and str(err["loc"][0]) in settings.model_fields else []
+    guess = difflib.get_close_matches(str(err.get("input")), allowed, n=1, cutoff=0.5)
+    return key, f"{err.get('input')!r}: {err['msg']}" + (f"; did you mean {guess[0]}?" if guess else "")
 
 
 @dataclass
@@ -49,6 +83,42 @@ class _Local:
         """Nothing to wait for: this is the only process."""
 
 
+class EmbeddingCache:
+    """Embeddings of the stimuli a readout fits on (a probe's train split), kept in one ``.npz``
+    beside the task's records and keyed by the model's fingerprint and each stimulus's sha256, as a
+    trial is: recomputing one test trial does not embed the probe-train images again. The file
+    holds the last fit's embeddings only; one that cannot be read is computed again."""
+
+    def __init__(self, path: Path, fingerprint: str):
+        self.path = path
+        self.fingerprint = fingerprint
+
+    def key(self, stimulus: Stimulus, parts: bool) -> str:
+        return hashlib.sha256(f"{self.fingerprint}|{stimulus.sha256}|{parts}".encode()).hexdigest()
+
+    def load(self, keys: list[str]) -> dict[str, Any]:
+        import numpy as np
+
+        try:
+            with np.load(self.path) as z:
+                return {k: z[k] for k in keys if k in z.files}
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+            return {}
+
+    def save(self, embeddings: dict[str, Any]) -> None:
+        import numpy as np
+
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as f:
+                np.savez(f, **embeddings)
+            os.replace(tmp, self.path)
+        except OSError as e:  # only a rerun's saving is lost: it embeds these images again
+            log.warning("%s: probe-train embeddings not kept (%s)", self.path, e)
+            tmp.unlink(missing_ok=True)
+
+
 class Readout:
     name: ClassVar[str]
     capability: ClassVar[str]  # "embed" | "generate" | "predict"
@@ -56,15 +126,15 @@ class Readout:
     # what respond() reads of a stimulus, prepared a batch ahead by the runner; None: nothing
     # to prepare (the readout renders its own way)
     reads: ClassVar[Literal["image", "parts"] | None] = "image"
-    # the settings the readout takes (model ``generation`` + ``task_options.<task>.readout``),
-    # with their defaults; any other key is refused when preflight builds the readout
-    OPTIONS: ClassVar[dict[str, Any]] = {}
+    # the settings the readout takes (model ``generation`` + ``task_options.<task>.readout``)
+    Settings: ClassVar[type[ReadoutSettings]] = ReadoutSettings
 
     def __init__(self, stimset: StimulusSet, **options: Any):
-        self.with_defaults(stimset, options, self.OPTIONS)
+        self.with_defaults(stimset, options)
         self.stimset = stimset
         self.options = options
         self.dist = _Local()  # the runner swaps in its accelerate-backed Dist
+        self.embeddings: EmbeddingCache | None = None  # the runner's, beside the task's records
         self.rep = 0  # repetition index of the batch being answered (set by the runner)
         # prepare the next batch in a background thread (the runner decides, from the device)
         self.prepare_ahead = True
@@ -77,7 +147,7 @@ class Readout:
     def embed_all(self, model: Embedder, images_of: list[Stimulus], parts: bool = False):
         """Embeddings of many stimuli, sharded across processes and gathered in order; each
         process embeds its share a model batch at a time, the next batch prepared meanwhile
-        (``prepare_ahead``)."""
+        (``prepare_ahead``). Those in ``embeddings`` (the runner's cache) are not embedded again."""
         import numpy as np
 
         size = chunk_size(model.spec)
@@ -93,12 +163,24 @@ class Readout:
                     out.extend(model.embed([s.image for s in batch]))
             return out
 
-        return np.stack(self.dist.map(run, images_of))
+        cache = self.embeddings
+        if cache is None:
+            return np.stack(self.dist.map(run, images_of))
+        keys = [cache.key(s, parts) for s in images_of]
+        known = cache.load(keys)
+        todo = [s for s, k in zip(images_of, keys) if k not in known]
+        if todo:
+            known.update(zip((cache.key(s, parts) for s in todo), self.dist.map(run, todo)))
+            if self.dist.is_main:
+                cache.save({k: known[k] for k in keys})
+        return np.stack([known[k] for k in keys])
 
     @classmethod
-    def with_defaults(cls, stimset: StimulusSet, options: dict[str, Any],
-                      known: dict[str, Any]) -> dict[str, Any]:
-        """``options`` over the readout's defaults; an unknown option is an error naming the task."""
+    def with_defaults(cls, stimset: StimulusSet, options: dict[str, Any]) -> dict[str, Any]:
+        """``options`` over the readout's defaults, checked against its :attr:`Settings`; an
+        unknown or bad setting is an error naming the task. The values stay as given (they key
+        the response cache)."""
+        known = cls.Settings.defaults()
         unknown = sorted(set(options) - set(known))
         if unknown:
             guess = difflib.get_close_matches(unknown[0], sorted(known), n=1, cutoff=0.5)
@@ -106,6 +188,11 @@ class Readout:
                 f"{stimset.task_id}: readout {cls.name} has no option(s) {unknown}"
                 + (f"; did you mean {guess[0]}?" if guess else "") + f" (known: {sorted(known)})",
                 unknown)
+        try:
+            cls.Settings.model_validate(options)
+        except ValidationError as e:
+            key, what = settings_error(cls.Settings, e)
+            raise ValueError(f"{stimset.task_id}: readout {cls.name}: {key} {what}") from None
         return {**known, **options}
 
     def preflight(self, model: Adapter) -> dict[str, Any]:

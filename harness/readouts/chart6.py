@@ -24,6 +24,9 @@ Options:
 - ``extractor`` ("rule"): "llm" sends the response through the paper's Table 5 extractor,
   ``extractor_model`` (a model spec dict, e.g. ``{"source": "api", "name": "gpt-4-0613"}``, or an
   adapter), with ``extractor_settings`` (default: the paper's GPT-4 settings).
+- ``answer_rule`` ("paper"): "final" reads the text after the last "answer:" marker, else the last
+  option, number or line (:func:`harness.readouts.extract.extract`): a deviation from the paper,
+  recorded per trial and stated in the scores' method.
 
 A response is the extracted answer (an option string, a number, or a short text); invalid ones are
 ``null:<why>`` (see :mod:`harness.readouts.extract`). ``raw_output`` is the model's text; ``extras``
@@ -37,15 +40,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
 
 from ..models.base import ModelSpec, fingerprint_hash
-from ..stimuli.base import Stimulus, StimulusSet
+from ..stimuli.base import Prompt, Stimulus, StimulusSet
 from ..stimuli.chart6 import TESTS, is_correct, item_body
 from ..stimuli.registry import base_task_id
-from .base import Readout, Response
+from .base import Readout, ReadoutSettings, Response
 from .extract import EXTRACTOR_SETTINGS, LLMExtractor, excise_prompt, extract
-from .parse import Parsed, null
+from .parse import AnswerRule, Parsed, null
 from .prompt import generate_all, generation_record, human_facing, request_preflight
 
 MAX_NEW_TOKENS = 270
@@ -92,22 +97,36 @@ def decoding_grid(temperatures=GRID_TEMPERATURES, top_ps=GRID_TOP_PS) -> list[di
     return [dict(s) for s in dict.fromkeys(tuple(sorted(s.items())) for s in grid)]
 
 
+class Chart6Settings(ReadoutSettings):
+    paper_model: str | None = None  # the paper's model whose prompt and sampling to use
+    prefix: str | None = None  # None: the paper model's, else ""
+    suffix: str | None = None
+    temperature: float | None = None  # None: the paper model's, else 1.0
+    top_p: float | None = None
+    greedy: bool = False
+    n_reps: int = Field(default=N_PRESENTATIONS, ge=1)
+    max_new_tokens: int = Field(default=MAX_NEW_TOKENS, ge=1)
+    seed: int | None = None  # None: the recipe's seed
+    choice_order: Literal["paper", "reversed"] = "paper"
+    extractor: Literal["rule", "llm"] = "rule"
+    # a model entry (source, name, ...) or, from Python, an adapter
+    extractor_model: Any = None
+    extractor_settings: dict[str, Any] | None = None
+    answer_rule: AnswerRule = "paper"
+
+
 class Chart6Readout(Readout):
     name = "chart6"
     capability = "generate"
     uses_prompt = True
-    OPTIONS: dict[str, Any] = {
-        "paper_model": None, "prefix": None, "suffix": None, "temperature": None, "top_p": None,
-        "greedy": False, "n_reps": N_PRESENTATIONS, "max_new_tokens": MAX_NEW_TOKENS, "seed": None,
-        "choice_order": "paper", "extractor": "rule", "extractor_model": None,
-        "extractor_settings": None,
-    }
+    Settings: ClassVar[type[ReadoutSettings]] = Chart6Settings
 
     def __init__(self, stimset: StimulusSet, **options: Any):
         task = stimset.task_id
-        o = self.with_defaults(stimset, options, self.OPTIONS)
+        o = self.with_defaults(stimset, options)
         if stimset.prompt is None or base_task_id(stimset.task_id).removeprefix("literacy.chart.") not in TESTS:
             raise ValueError(f"{task}: readout chart6 answers CHART-6 tasks only")
+        self.prompt: Prompt = stimset.prompt
         paper = paper_model(o["paper_model"]) if o["paper_model"] else None
         defaults = ({"prefix": paper.prefix, "suffix": paper.suffix, "temperature": paper.temperature,
                      "top_p": paper.top_p} if paper else
@@ -119,15 +138,8 @@ class Chart6Readout(Readout):
             o["temperature"], o["top_p"] = 0.0, None
         if o["seed"] is None:
             o["seed"] = stimset.seed
-        if o["choice_order"] not in ("paper", "reversed"):
-            raise ValueError(f"{task}: choice_order must be 'paper' or 'reversed', "
-                             f"not {o['choice_order']!r}")
-        if o["extractor"] not in ("rule", "llm"):
-            raise ValueError(f"{task}: extractor must be 'rule' or 'llm', not {o['extractor']!r}")
         if (o["extractor"] == "llm") != (o["extractor_model"] is not None):
             raise ValueError(f"{task}: extractor_model is needed with extractor='llm' and only then")
-        if int(o["n_reps"]) < 1 or int(o["max_new_tokens"]) < 1:
-            raise ValueError(f"{task}: n_reps and max_new_tokens must be >= 1")
         super().__init__(stimset, **o)
         self._extractor: LLMExtractor | None = None
 
@@ -137,8 +149,10 @@ class Chart6Readout(Readout):
 
     @property
     def settings(self) -> dict[str, Any]:
-        """The cache key's settings: everything that changes a response (not ``n_reps``)."""
-        out = {"readout": self.name, **{k: v for k, v in self.options.items() if k != "n_reps"}}
+        """The cache key's settings: everything that changes a response (not ``n_reps``; the
+        paper's answer rule left out, so trials recorded before the option keep their keys)."""
+        out = {"readout": self.name, **{k: v for k, v in self.options.items()
+                                        if k != "n_reps" and (k, v) != ("answer_rule", "paper")}}
         model = out["extractor_model"]
         if model is not None and not isinstance(model, dict):
             out["extractor_model"] = fingerprint_hash(model.fingerprint)
@@ -163,7 +177,7 @@ class Chart6Readout(Readout):
         return options[::-1] if self.options["choice_order"] == "reversed" else options
 
     def item_prompt(self, stimulus: Stimulus) -> str:
-        return self.stimset.prompt.text.format(
+        return self.prompt.text.format(
             prefix=self.options["prefix"].replace("<image>", ""), suffix=self.options["suffix"],
             body=item_body(stimulus.meta["question"], self.choices(stimulus)))
 
@@ -173,8 +187,7 @@ class Chart6Readout(Readout):
             if isinstance(model, dict):
                 from ..models.registry import build_adapter
 
-                model = build_adapter(ModelSpec(id=model.get("id", model["name"]), **{
-                    k: v for k, v in model.items() if k != "id"}))
+                model = build_adapter(ModelSpec(**{"id": model["name"], **model}))  # id: its name by default
             settings = self.options["extractor_settings"] or EXTRACTOR_SETTINGS
             self._extractor = LLMExtractor(model, settings)
         return self._extractor
@@ -192,7 +205,7 @@ class Chart6Readout(Readout):
                 extras["extractor_error"] = gen.error
                 return null("extractor_error")
             text = gen.text or ""
-        return extract(text, fmt, options)
+        return extract(text, fmt, options, self.options["answer_rule"])
 
     def _parse_reply(self, stimulus: Stimulus, prompt: str, extras: dict[str, Any],
                      text: str | None) -> Parsed:
@@ -207,6 +220,8 @@ class Chart6Readout(Readout):
         for stimulus, prompt, gen in zip(batch, prompts, generations):
             extras: dict[str, Any] = {}
             parsed = generation_record(gen, extras, partial(self._parse_reply, stimulus, prompt, extras))
+            if self.options["answer_rule"] != "paper":  # the scores say so in their method
+                extras["answer_rule"] = self.options["answer_rule"]
             extras["valid"] = parsed.ok
             extras["correct"] = is_correct(stimulus, parsed.value) if parsed.ok else None
             out.append(Response(response=parsed.value, raw_output=gen.text, parse_status=parsed.status,

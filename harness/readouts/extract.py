@@ -3,7 +3,8 @@
 The paper's validity criteria (section 2.1): a multiple-choice response is valid when it is an
 exact match to one of the options; a numerical response is valid when it contains a single
 floating-point value, strings around it ("$" in "$3.27", "cm" in "4cm") removed. The rules here
-apply those criteria to the model's own text, after cutting an echoed prompt (LLaVA-1.5 often
+apply those criteria to the model's own text, after removing its reasoning (``<think>`` blocks, as
+:func:`harness.readouts.parse.without_reasoning`) and cutting an echoed prompt (LLaVA-1.5 often
 repeats its input; the paper excised it too):
 
 - **choice**: the options mentioned in the response, both sides normalised (case, quotes,
@@ -40,7 +41,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..stimuli.chart6 import normalise_text as normalise
-from .parse import OK, Parsed, null, numbers
+from .parse import OK, AnswerRule, Parsed, after_marker, null, numbers, without_reasoning
 
 # -- normalisation and prompt echoes -------------------------------------------------------------
 
@@ -48,11 +49,13 @@ _LEAD_MARKERS = re.compile(r"^(?:(?:answer|assistant|extracted answer)\s*:\s*)+"
 
 
 def excise_prompt(text: str, prompt: str) -> str:
-    """The model's answer without an echo of its prompt and without a leading "Answer:" marker.
+    """The model's answer without its reasoning (:func:`~harness.readouts.parse.without_reasoning`),
+    an echo of its prompt and a leading "Answer:" marker.
 
     The echo is found case-insensitively with any whitespace between its words, with or without
     the ``<image>`` placeholder; the answer is what follows its last occurrence (line breaks kept).
     """
+    text = without_reasoning(text)
     for variant in (prompt, prompt.replace("<image>", "")):
         words = variant.split()
         if not words:
@@ -131,15 +134,42 @@ def extract_text(text: str | None) -> Parsed:
     return Parsed(normalise(lines[0]), OK)
 
 
-def extract(text: str | None, response_format: str, options: Sequence[str] = ()) -> Parsed:
-    """Dispatch on the item's response format: 'choice', 'numeric' or 'text'."""
+def extract(text: str | None, response_format: str, options: Sequence[str] = (),
+            rule: AnswerRule = "paper") -> Parsed:
+    """Dispatch on the item's response format: 'choice', 'numeric' or 'text', on the text without
+    its reasoning (a reasoning model's, or a reasoning extractor's, thoughts name other values).
+    ``rule`` "final" (a deviation from the paper): the rules on the text after the last "answer:"
+    marker, else the last option, number or line of the response."""
+    if response_format not in ("choice", "numeric", "text"):
+        raise ValueError(f"unknown response format {response_format!r}")
+    text = None if text is None else without_reasoning(text)
+    if rule == "final" and text is not None:
+        tail = after_marker(text)
+        if tail is None:
+            return _last(text, response_format, options)
+        text = tail
     if response_format == "choice":
         return extract_choice(text, options)
     if response_format == "numeric":
         return extract_number(text)
-    if response_format == "text":
-        return extract_text(text)
-    raise ValueError(f"unknown response format {response_format!r}")
+    return extract_text(text)
+
+
+def _last(text: str, response_format: str, options: Sequence[str]) -> Parsed:
+    """``answer_rule: final`` without a marker: the option mentioned last, the last number, the
+    last non-empty line."""
+    if response_format == "choice":
+        response = normalise(text)
+        ends = {opt: spans[-1][1] for opt in options if (spans := _mentions(response, normalise(opt)))}
+        if ends:
+            return Parsed(max(ends, key=lambda opt: (ends[opt], len(opt))), OK)
+        found = list(numbers(response))
+        return extract_choice(found[-1].text, options) if found else null("no_option")
+    if response_format == "numeric":
+        found = list(numbers(normalise(text)))
+        return extract_number(found[-1].text) if found else null("no_number")
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return extract_text(lines[-1] if lines else "")
 
 
 # -- the paper's LLM extractor (Table 5) ---------------------------------------------------------

@@ -18,6 +18,11 @@ Anything else is ``response=None`` with a reason: ``null:empty``, ``null:no_inte
 ``null:no_number``, ``null:no_label``, ``null:out_of_options``, ``null:out_of_range``,
 ``null:not_integer``, or ``null:api_error:<code>`` when the model call itself failed.
 
+``answer_rule: final`` (a readout option; the default ``paper`` is the rules above) reads the
+answer where a model that reasons in its reply puts it: the text after the last "answer:" marker
+(the rules above applied to it), else the *last* number or label mentioned. This is a deviation
+from the papers, offered for such models and said in every score's method; it is never the default.
+
 Number words: zero to ninety-nine and "(one|a) hundred". The word "one" used as a pronoun is not a
 number: the Gestalt prompts say "the odd one out", and models echo it ("The odd one out is 3",
 "the blue one"), so "one" is skipped when a determiner (the, which, this, each, a, ...) is among
@@ -33,9 +38,10 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 OK = "ok"
+AnswerRule = Literal["paper", "final"]
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,18 @@ def without_reasoning(text: str) -> str:
         text = text[closes[-1].end():]
     opened = _REASONING_OPEN.search(text)
     return text[:opened.start()] if opened else text
+
+
+# "Answer:", "**Answer**:", "Final answer:": the marker a reasoning reply puts its answer after.
+_ANSWER_MARKER = re.compile(r"\banswer[\s*_]*:", re.IGNORECASE)
+
+
+def after_marker(text: str) -> str | None:
+    """The text after the last "answer:" marker, or None when there is none."""
+    last = None
+    for last in _ANSWER_MARKER.finditer(text):  # noqa: B007 (the last match)
+        pass
+    return None if last is None else text[last.end():]
 
 
 # -- numbers in text ---------------------------------------------------------------------------
@@ -222,15 +240,28 @@ def _first_number(text: str) -> Number | None:
     return next(iter(numbers(text)), None)
 
 
+def _chosen_number(text: str, rule: AnswerRule) -> Number | None:
+    """The paper's first number, or under ``final`` the first after the last marker, else the last."""
+    if rule == "final":
+        tail = after_marker(text)
+        if tail is None:
+            found = None
+            for found in numbers(text):  # noqa: B007 (the last number)
+                pass
+            return found
+        text = tail
+    return _first_number(text)
+
+
 # -- parsers -----------------------------------------------------------------------------------
 
-def parse_integer(text: str | None, options: Sequence[int] | None = None) -> Parsed:
-    """Choices and counts: the first integer in the response, constrained to ``options``
-    (any integer when ``options`` is empty or None)."""
+def parse_integer(text: str | None, options: Sequence[int] | None = None, rule: AnswerRule = "paper") -> Parsed:
+    """Choices and counts: the first integer in the response (``rule``: see the module), constrained
+    to ``options`` (any integer when ``options`` is empty or None)."""
     text = None if text is None else without_reasoning(text)
     if text is None or not text.strip():
         return null("empty")
-    first = _first_number(text)
+    first = _chosen_number(text, rule)
     if first is None:
         return null("no_integer")
     if not first.is_integer:
@@ -243,12 +274,13 @@ def parse_integer(text: str | None, options: Sequence[int] | None = None) -> Par
     return Parsed(value, OK)
 
 
-def parse_number(text: str | None, lo: float = 0.0, hi: float = 100.0) -> Parsed:
-    """Scalar answers: the first number (a trailing '%' is allowed), within ``[lo, hi]``."""
+def parse_number(text: str | None, lo: float = 0.0, hi: float = 100.0, rule: AnswerRule = "paper") -> Parsed:
+    """Scalar answers: the first number (a trailing '%' is allowed; ``rule``: see the module),
+    within ``[lo, hi]``."""
     text = None if text is None else without_reasoning(text)
     if text is None or not text.strip():
         return null("empty")
-    first = _first_number(text)
+    first = _chosen_number(text, rule)
     if first is None:
         return null("no_number")
     if not lo <= first.value <= hi:
@@ -262,20 +294,28 @@ def _label_pattern(label: str) -> re.Pattern:
     return re.compile(rf"(?<!\w)({words})(?:e?s)?(?!\w)", re.IGNORECASE)
 
 
-def parse_label(text: str | None, labels: Sequence[str]) -> Parsed:
-    """Text labels: the first option mentioned (case-insensitive, word boundaries)."""
+def parse_label(text: str | None, labels: Sequence[str], rule: AnswerRule = "paper") -> Parsed:
+    """Text labels: the first option mentioned (case-insensitive, word boundaries; ``rule``: see
+    the module)."""
     if not labels:
         raise ValueError("parse_label needs a non-empty label set")
     text = None if text is None else without_reasoning(text)
     if text is None or not text.strip():
         return null("empty")
-    best: tuple[int, int, str] | None = None  # (start, -length, label)
+    last = False
+    if rule == "final":
+        tail = after_marker(text)
+        text, last = (text, True) if tail is None else (tail, False)
+    best: tuple[int, int, str] | None = None  # (start, -length, label), or (-end, -length, label) for the last
     for label in labels:
-        m = _label_pattern(label).search(text)
-        if m is not None:
-            cand = (m.start(), -len(label), label)
-            if best is None or cand < best:
-                best = cand
+        if last:
+            found = list(_label_pattern(label).finditer(text))
+            cand = (-found[-1].end(), -len(label), label) if found else None
+        else:
+            m = _label_pattern(label).search(text)
+            cand = (m.start(), -len(label), label) if m is not None else None
+        if cand is not None and (best is None or cand < best):
+            best = cand
     if best is None:
         return null("no_label")
     return Parsed(best[2], OK)

@@ -12,8 +12,10 @@ explicitly is the experiment, and a model that would not receive it is refused a
 
 Options (all readouts): ``max_new_tokens`` (40, the Gestalt protocol), ``temperature`` (0 =
 greedy), ``top_p`` (unset), ``seed`` (the stimulus set's seed; repetition ``r`` samples with
-``seed + r``), ``n_reps`` (1). The runner sets ``readout.rep`` before each ``respond``; it should
-run ``readout.n_reps`` repetitions, which :func:`harness.readouts.parse.aggregate_reps` combines.
+``seed + r``), ``n_reps`` (1), ``answer_rule`` ("paper"; "final": :mod:`harness.readouts.parse`,
+a deviation from the papers that the scores' method states). The runner sets ``readout.rep``
+before each ``respond``; it should run ``readout.n_reps`` repetitions, which
+:func:`harness.readouts.parse.aggregate_reps` combines.
 
 ``prompt_choice`` also takes ``all_permutations``: each stimulus is shown in all six orders of its
 three montage parts (``Stimulus.part_sources``), re-rendered with
@@ -27,17 +29,18 @@ so it compares with ``ground_truth`` and ``option_order`` as usual; ``extras`` k
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from itertools import permutations
 from typing import Any, ClassVar
 
 from PIL import Image
+from pydantic import Field
 
 from ..models.api import APIModel
 from ..models.base import Generation, Generator
-from ..stimuli.base import Stimulus, StimulusSet, png_bytes
-from .base import Readout, Response
-from .parse import Parsed, api_error_status, null, parse_integer, parse_label, parse_number
+from ..stimuli.base import Prompt, Stimulus, StimulusSet, png_bytes
+from .base import Readout, ReadoutSettings, Response
+from .parse import AnswerRule, Parsed, api_error_status, null, parse_integer, parse_label, parse_number
 
 PERMUTATIONS: tuple[tuple[int, ...], ...] = tuple(permutations(range(3)))
 
@@ -51,7 +54,7 @@ def human_facing(image: Image.Image) -> Image.Image:
     return image
 
 
-def generate_all(model: Generator, images: Sequence[Image.Image | None], prompts: list[str],
+def generate_all(model: Generator, images: list[Image.Image], prompts: list[str],
                  settings: dict[str, Any]) -> list[Generation]:
     """Batched or concurrent where the adapter does so (the contract's default: one call per item)."""
     return model.generate_many(images, prompts, settings)
@@ -81,26 +84,42 @@ def generation_record(gen: Generation, extras: dict[str, Any],
         return null("parse_error")
 
 
+class PromptSettings(ReadoutSettings):
+    max_new_tokens: int = Field(default=40, ge=1)
+    temperature: float | None = 0.0
+    top_p: float | None = None
+    seed: int | None = None  # None: the recipe's seed
+    n_reps: int = Field(default=1, ge=1)
+    answer_rule: AnswerRule = "paper"
+
+
+class PromptChoiceSettings(PromptSettings):
+    all_permutations: bool = False
+
+
+class PromptNumberSettings(PromptSettings):
+    lo: float = 0.0
+    hi: float = 100.0
+
+
 class PromptReadout(Readout):
     capability = "generate"
     uses_prompt = True
     response_space: ClassVar[str]
-    OPTIONS: ClassVar[dict[str, Any]] = {"max_new_tokens": 40, "temperature": 0.0, "top_p": None,
-                                         "seed": None, "n_reps": 1}
+    Settings: ClassVar[type[ReadoutSettings]] = PromptSettings
     rep: int = 0  # set by the runner before each respond()
 
     def __init__(self, stimset: StimulusSet, **options: Any):
         task = stimset.task_id
-        resolved = self.with_defaults(stimset, options, self.OPTIONS)
+        resolved = self.with_defaults(stimset, options)
         if stimset.prompt is None:
             raise ValueError(f"{task}: readout {self.name} needs a prompt, the task has none")
+        self.prompt: Prompt = stimset.prompt
         if stimset.response_space != self.response_space:
             raise ValueError(f"{task}: readout {self.name} answers {self.response_space!r} tasks, "
                              f"the task's response space is {stimset.response_space!r}")
         if resolved["seed"] is None:
             resolved["seed"] = stimset.seed
-        if int(resolved["n_reps"]) < 1 or int(resolved["max_new_tokens"]) < 1:
-            raise ValueError(f"{task}: readout {self.name}: n_reps and max_new_tokens must be >= 1")
         super().__init__(stimset, **resolved)
         # Sampling the recipe sets is the experiment; the default temperature 0 applies only
         # where a model accepts one (full.yaml), so an API model may drop it.
@@ -112,8 +131,14 @@ class PromptReadout(Readout):
 
     @property
     def settings(self) -> dict[str, Any]:
-        """What changes one response (the cache key); ``n_reps`` only adds trials, so it is out."""
-        return {"readout": self.name, **{k: v for k, v in self.options.items() if k != "n_reps"}}
+        """What changes one response (the cache key); ``n_reps`` only adds trials, so it is out, and
+        the paper's answer rule is left out so the keys of trials recorded before the option stay."""
+        return {"readout": self.name, **{k: v for k, v in self.options.items()
+                                         if k != "n_reps" and (k, v) != ("answer_rule", "paper")}}
+
+    @property
+    def rule(self) -> str:
+        return str(self.options["answer_rule"])
 
     def generation_settings(self, rep: int) -> dict[str, Any]:
         o = self.options
@@ -138,12 +163,14 @@ class PromptReadout(Readout):
         rep = self.rep
         shown = [self.present(s, rep) for s in batch]
         images = [human_facing(image) for image, _ in shown]
-        prompts = [self.stimset.prompt.text] * len(batch)
+        prompts = [self.prompt.text] * len(batch)
         generations = generate_all(model, images, prompts, self.generation_settings(rep))
         out = []
         for gen, (_, presentation) in zip(generations, shown):
             extras = {**presentation, **gen.extras}
             parsed = generation_record(gen, extras, self.parse)
+            if self.rule != "paper":  # the scores say so in their method
+                extras["answer_rule"] = self.rule
             if parsed.ok:
                 parsed = self.record(parsed, extras)
             out.append(Response(response=parsed.value, raw_output=gen.text, parse_status=parsed.status,
@@ -156,7 +183,7 @@ class PromptChoice(PromptReadout):
 
     name = "prompt_choice"
     response_space = "choice"
-    OPTIONS = {**PromptReadout.OPTIONS, "all_permutations": False}
+    Settings = PromptChoiceSettings
 
     def __init__(self, stimset: StimulusSet, **options: Any):
         super().__init__(stimset, **options)
@@ -177,7 +204,7 @@ class PromptChoice(PromptReadout):
         return super().n_reps * (len(PERMUTATIONS) if self.options["all_permutations"] else 1)
 
     def parse(self, text):
-        return parse_integer(text, self.stimset.options)
+        return parse_integer(text, self.stimset.options, self.rule)
 
     def present(self, stimulus, rep):
         if not self.options["all_permutations"]:
@@ -211,7 +238,7 @@ class PromptCount(PromptReadout):
     response_space = "count"
 
     def parse(self, text):
-        return parse_integer(text, self.stimset.options)
+        return parse_integer(text, self.stimset.options, self.rule)
 
 
 class PromptLabel(PromptReadout):
@@ -226,7 +253,7 @@ class PromptLabel(PromptReadout):
             raise ValueError(f"{stimset.task_id}: prompt_label needs the task's label options")
 
     def parse(self, text):
-        return parse_label(text, self.stimset.options)
+        return parse_label(text, self.stimset.options, self.rule)
 
 
 class PromptNumber(PromptReadout):
@@ -234,7 +261,7 @@ class PromptNumber(PromptReadout):
 
     name = "prompt_number"
     response_space = "scalar"
-    OPTIONS = {**PromptReadout.OPTIONS, "lo": 0.0, "hi": 100.0}
+    Settings = PromptNumberSettings
 
     def parse(self, text):
-        return parse_number(text, float(self.options["lo"]), float(self.options["hi"]))
+        return parse_number(text, float(self.options["lo"]), float(self.options["hi"]), self.rule)

@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+from pydantic import Field
 
 from ..models.base import fingerprint_hash
 from ..stimuli.bars.render import content_key, render_stimuli
 from ..stimuli.base import Stimulus, StimulusSet
-from .base import Readout, Response
+from .base import Readout, ReadoutSettings, Response
 
-OPTIONS: dict[str, Any] = {"checkpoint_dir": None, "gradcam": False, "cache_bytes": 2 << 30}
 VAL_SHARE = 0.1
 CAM_DECIMALS = 4
 
@@ -56,14 +56,20 @@ class StimulusData:
         return render_stimuli([self.stimuli[i] for i in idx])
 
 
+class RegressionSettings(ReadoutSettings):
+    checkpoint_dir: str | None = None  # None: $GESTALT_CHECKPOINTS, else ~/.cache/gestalt/checkpoints
+    gradcam: bool = False
+    cache_bytes: int = Field(default=2 << 30, ge=0)  # training images kept in memory up to this size
+
+
 class RegressionReadout(Readout):
     name = "regression"
     capability = "predict"
     reads = None  # renders its batch as arrays (render_stimuli), charts of a batch together
-    OPTIONS: ClassVar[dict[str, Any]] = OPTIONS
+    Settings: ClassVar[type[ReadoutSettings]] = RegressionSettings
 
     def __init__(self, stimset: StimulusSet, **options: Any):
-        super().__init__(stimset, **self.with_defaults(stimset, options, OPTIONS))
+        super().__init__(stimset, **self.with_defaults(stimset, options))
         probe = stimset.train
         if not probe:
             raise ValueError(f"{stimset.task_id}: the regression readout needs a probe-train split")

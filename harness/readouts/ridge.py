@@ -17,11 +17,11 @@ both). A non-finite prediction is a null.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
-from .base import Readout, Response
+from .base import Readout, ReadoutSettings, Response
 
 ALPHAS = tuple(float(a) for a in 10.0 ** np.arange(-3.0, 6.5, 0.5))
 FOLDS = 5
@@ -86,10 +86,17 @@ class RidgeCV:
         return ((np.asarray(x, dtype=np.float64) - self.mu) / self.sd) @ self.coef + self.intercept
 
 
+class RidgeSettings(ReadoutSettings):
+    alphas: tuple[float, ...] = ALPHAS  # the ridge penalties cross-validated over
+    folds: int = FOLDS
+    round: bool | None = None  # None: round where the task's answers are counts
+    clip: tuple[float, float] | None = None  # None: a count task's option range
+
+
 class RidgeProbe(Readout):
     name = "ridge"
     capability = "embed"
-    OPTIONS: ClassVar[dict[str, Any]] = {"alphas": ALPHAS, "folds": FOLDS, "round": None, "clip": None}
+    Settings: ClassVar[type[ReadoutSettings]] = RidgeSettings
 
     def __init__(self, stimset, **options):
         super().__init__(stimset, **options)

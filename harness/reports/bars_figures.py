@@ -144,7 +144,7 @@ def gradcam_examples(records: list[dict], stimset, k: int = GRADCAM_EXAMPLES) ->
     stimuli = by_id(stimset.stimuli)
     first: dict[str, dict] = {}  # stimulus id -> its first record with a map, in record order
     for r in records:
-        s = stimuli.get(r.get("stimulus_id"))
+        s = stimuli.get(r.get("stimulus_id", ""))
         if (s is not None and s.stimulus_id not in first and isinstance(s.image_source, ChartImage)
                 and record_cam(r) is not None):
             first[s.stimulus_id] = r
@@ -188,6 +188,7 @@ def gradcam_overlay_figure(task_id: str, rows: list[tuple[str, list]], model_id:
             image = next(images)
             mask = target_masks(s.image_source.charts, [s.image_source.index])[0]
             cam = record_cam(record)
+            assert cam is not None  # panels are drawn from records with a map only
             scaled = gradcam_scaled(cam, mask.shape)
             iou = gradcam_iou(cam, mask, threshold)
             if image.ndim == 3:
@@ -203,7 +204,8 @@ def gradcam_overlay_figure(task_id: str, rows: list[tuple[str, list]], model_id:
         axrow[0].set_ylabel(label, fontsize=9)
         for ax in axrow[len(panels):]:
             ax.axis("off")
-    fig.colorbar(heat, ax=axes, shrink=0.8, label="Grad-CAM, min-max scaled to 0-255")
+    if heat is not None:
+        fig.colorbar(heat, ax=axes, shrink=0.8, label="Grad-CAM, min-max scaled to 0-255")
     fig.suptitle(f"{task_id}: {model_id} Grad-CAM maps\n(white: marked bars; dashed: map >= {threshold}; "
                  f"IoU of the two, GRAPE Eq. 4)", fontsize=10)
     return fig

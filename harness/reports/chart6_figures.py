@@ -70,11 +70,7 @@ def _by_name(scores: list[Score]) -> dict[str, Score]:
     return {s.name: s for s in scores}
 
 
-def _ok(s: Score | None) -> bool:
-    return s is not None and s.value is not None and np.isfinite(s.value)
-
-
-def _yerr(s: Score | Pooled) -> list[list[float]]:
+def _yerr(s: Pooled) -> list[list[float]]:
     """Error-bar half-widths; none where the interval is missing."""
     if s.ci_low is None or s.ci_high is None or not np.isfinite([s.ci_low, s.ci_high]).all():
         return [[0.0], [0.0]]
@@ -92,28 +88,38 @@ def _ordered_tests(by_model: dict[str, dict[str, list[Score]]]) -> list[str]:
 
 @dataclass(frozen=True)
 class Pooled:
+    """A finite value with its interval (None where it has none), over ``n`` items of ``tests``."""
+
     value: float
-    ci_low: float
-    ci_high: float
+    ci_low: float | None
+    ci_high: float | None
     n: int
-    tests: int
+    tests: int = 1
+
+
+def _finite(s: Score | None) -> Pooled | None:
+    """The score as a pool of its one test; None where it has no finite value to draw."""
+    if s is None or s.value is None or not np.isfinite(s.value):
+        return None
+    return Pooled(s.value, s.ci_low, s.ci_high, s.n)
 
 
 def pool(scores: list[Score]) -> Pooled | None:
     """Item-weighted mean of per-test scores over disjoint items (see the module docstring)."""
-    scores = [s for s in scores if _ok(s) and s.n > 0]
-    if not scores:
+    points = [p for s in scores if (p := _finite(s)) is not None and p.n > 0]
+    if not points:
         return None
-    n = np.array([s.n for s in scores], float)
+    n = np.array([p.n for p in points], float)
     w = n / n.sum()
-    value = float(w @ np.array([s.value for s in scores]))
-    if len(scores) == 1:
-        s = scores[0]
-        lo, hi = (s.ci_low, s.ci_high) if s.ci_low is not None else (value, value)
+    value = float(w @ np.array([p.value for p in points]))
+    if len(points) == 1:
+        p = points[0]
+        lo, hi = (p.ci_low, p.ci_high) if p.ci_low is not None else (value, value)
         return Pooled(value, lo, hi, int(n.sum()), 1)
-    se = np.array([(s.ci_high - s.ci_low) / (2 * Z95) if s.ci_low is not None else 0.0 for s in scores])
+    se = np.array([(p.ci_high - p.ci_low) / (2 * Z95) if p.ci_low is not None and p.ci_high is not None
+                   else 0.0 for p in points])
     half = Z95 * float(np.sqrt((w ** 2 * se ** 2).sum()))
-    return Pooled(value, max(value - half, 0.0), min(value + half, 1.0), int(n.sum()), len(scores))
+    return Pooled(value, max(value - half, 0.0), min(value + half, 1.0), int(n.sum()), len(points))
 
 
 def breakdown_levels(tasks: dict[str, list[Score]], key: str, split_groups: bool
@@ -141,11 +147,11 @@ def breakdown_levels(tasks: dict[str, list[Score]], key: str, split_groups: bool
 def _model_marks(ax, x: float, valid: Score | None, all_: Score | None, color, label: str,
                  dx: float) -> None:
     """Filled circle: valid responses only; empty circle: invalid counted wrong (the paper's code)."""
-    if _ok(valid):
-        ax.errorbar(x - dx, valid.value, yerr=_yerr(valid), fmt="o", color=color, ms=6, capsize=2,
+    if (v := _finite(valid)) is not None:
+        ax.errorbar(x - dx, v.value, yerr=_yerr(v), fmt="o", color=color, ms=6, capsize=2,
                     label=label)
-    if _ok(all_):
-        ax.errorbar(x + dx, all_.value, yerr=_yerr(all_), fmt="o", color=color, mfc="white", ms=6,
+    if (a := _finite(all_)) is not None:
+        ax.errorbar(x + dx, a.value, yerr=_yerr(a), fmt="o", color=color, mfc="white", ms=6,
                     capsize=2, label=label)
 
 
@@ -177,8 +183,8 @@ def valid_rate_figure(by_model: dict[str, dict[str, list[Score]]]):
     width = 0.8 / len(models)
     for j, model in enumerate(models):
         for i, key in enumerate(tests):
-            s = _by_name(by_model[model].get(TESTS[key].task_id, [])).get("valid_rate")
-            if not _ok(s):
+            s = _finite(_by_name(by_model[model].get(TESTS[key].task_id, [])).get("valid_rate"))
+            if s is None:
                 continue
             x = i - 0.4 + width * (j + 0.5)
             ax.bar(x, s.value, width * 0.9, color=colors[model], label=model)
@@ -208,8 +214,8 @@ def accuracy_figure(by_model: dict[str, dict[str, list[Score]]]):
     fig, axes = plt.subplots(1, len(panels), squeeze=False, constrained_layout=True,
                              figsize=(1.3 * len(tests) + 0.3 * len(tests) * len(models) + 3.5, 4.6),
                              gridspec_kw={"width_ratios": [len(ks) for _, ks in panels]})
-    axes = list(axes[0])
-    for ax, letter, (group, keys) in zip(axes, "AB", panels):
+    row = list(axes[0])
+    for ax, letter, (group, keys) in zip(row, "AB", panels):
         for i, key in enumerate(keys):
             task_id = TESTS[key].task_id
             named = [_by_name(by_model[m].get(task_id, [])) for m in models]
@@ -229,7 +235,7 @@ def accuracy_figure(by_model: dict[str, dict[str, list[Score]]]):
         ax.set_ylim(-0.02, 1.02)
         ax.set_ylabel(MEASURES[group])
         ax.set_title(f"({letter}) {group} tests", fontsize=10)
-    _legend(axes[-1], axes)
+    _legend(row[-1], row)
     who = models[0] if len(models) == 1 else "model"
     fig.suptitle(f"CHART-6: {who} accuracy vs humans (95% item-bootstrap CIs)", fontsize=11)
     return fig
@@ -240,15 +246,15 @@ def _test_label(key: str, by_model: dict[str, dict[str, list[Score]]]) -> str:
     if len(by_model) != 1:
         return TESTS[key].name
     (tasks,) = by_model.values()
-    s = _by_name(tasks.get(TESTS[key].task_id, [])).get("valid_rate")
-    if not _ok(s):
+    s = _finite(_by_name(tasks.get(TESTS[key].task_id, [])).get("valid_rate"))
+    if s is None:
         return TESTS[key].name
     return f"{TESTS[key].name}\nvalid responses {s.value:.2f} [{s.ci_low:.2f}, {s.ci_high:.2f}]"
 
 
-def _human_reference(scores: list[Score | None]) -> Score | None:
+def _human_reference(scores: list[Score | None]) -> Pooled | None:
     """The human accuracy over the most items any model answered (see the module docstring)."""
-    ok = [s for s in scores if _ok(s)]
+    ok = [p for s in scores if (p := _finite(s)) is not None]
     return max(ok, key=lambda s: s.n) if ok else None
 
 
@@ -264,18 +270,19 @@ def error_pattern_figure(by_model: dict[str, dict[str, list[Score]]]):
     for i, key in enumerate(tests):
         task_id = TESTS[key].task_id
         named = [_by_name(by_model[m].get(task_id, [])) for m in models]
-        ceiling = next((n["noise_ceiling"] for n in named if _ok(n.get("noise_ceiling"))), None)
+        ceiling = next((p for n in named if (p := _finite(n.get("noise_ceiling"))) is not None), None)
         if ceiling is not None:
-            ax.fill_between([i - 0.45, i + 0.45], ceiling.ci_low, ceiling.ci_high, color="0.82", lw=0,
-                            label="human noise ceiling (2.5-97.5% of splits)")
+            if ceiling.ci_low is not None and ceiling.ci_high is not None:
+                ax.fill_between([i - 0.45, i + 0.45], ceiling.ci_low, ceiling.ci_high, color="0.82",
+                                lw=0, label="human noise ceiling (2.5-97.5% of splits)")
             ax.hlines(ceiling.value, i - 0.45, i + 0.45, color="0.35", lw=1.2)
             ax.annotate(f"{ceiling.value:.2f}", (i + 0.45, ceiling.value), fontsize=7, xytext=(1, 3),
                         textcoords="offset points", ha="right")
         for model, n, x in zip(models, named, offsets):
             _model_marks(ax, i + x, n.get("error_r_valid"), n.get("error_r_all"), colors[model], model, dx)
             for s in (n.get("error_r_valid"), n.get("error_r_all")):
-                if _ok(s):
-                    lowest = min(lowest, s.value if s.ci_low is None else s.ci_low)
+                if (p := _finite(s)) is not None:
+                    lowest = min(lowest, p.value if p.ci_low is None else p.ci_low)
     ax.axhline(0, color="k", lw=0.5)
     ax.set_xticks(range(len(tests)), [TESTS[k].name for k in tests])
     ax.set_xlim(-0.5, len(tests) - 0.5)
@@ -383,11 +390,11 @@ def item_scatter_figure(records: list[dict], scores: list[Score], stimset, model
                facecolors="none", edgecolors="tab:orange", label="invalid counted wrong")
     lines = []
     for name, what in (("error_r_valid", "valid only"), ("error_r_all", "invalid wrong")):
-        s = named.get(name)
-        if _ok(s):
+        s = _finite(named.get(name))
+        if s is not None:
             lines.append(f"r ({what}) = {s.value:.2f} [{s.ci_low:.2f}, {s.ci_high:.2f}], {s.n} items")
-    ceiling = named.get("noise_ceiling")
-    if _ok(ceiling):
+    ceiling = _finite(named.get("noise_ceiling"))
+    if ceiling is not None:
         lines.append(f"human noise ceiling {ceiling.value:.2f} [{ceiling.ci_low:.2f}, {ceiling.ci_high:.2f}]")
     ax.text(0.02, 0.98, "\n".join(lines), transform=ax.transAxes, fontsize=7, va="top")
     ax.set_xlim(-0.04, 1.04)
@@ -407,7 +414,7 @@ def chart6_battery_figures(task_id: str, records: list[dict], scores: list[Score
     the test has human data)."""
     test = TESTS[chart6_key(task_id)]
     figs: dict[str, Any] = {}
-    if _ok(_by_name(scores).get("valid_rate")):
+    if _finite(_by_name(scores).get("valid_rate")) is not None:
         figs[f"{task_id}.accuracy.png"] = accuracy_figure({model_id: {task_id: scores}})
     human = np.asarray(stimset.human.prop_correct if stimset is not None else [], float)
     if records and np.isfinite(human).any():

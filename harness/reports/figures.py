@@ -21,6 +21,7 @@ import numpy as np  # noqa: E402
 
 from ..scores.agreement import _kappa  # noqa: E402
 from ..scores.capacity import FAIL_BELOW  # noqa: E402
+from ..scores.ranking import position  # noqa: E402
 from ..scores.record import Score  # noqa: E402
 from .style import (MATRIX_CMAP, error_bars, fit_margins, label_margins, palette, set_margins,  # noqa: E402
                     text_color)
@@ -166,9 +167,10 @@ def capacity_figure(curves: list[dict[str, Any]], band: tuple[int, int] | None =
             eta = cap.extra["logistic_b0"] + cap.extra["logistic_b1"] * (
                 grid - cap.extra["logistic_centre"])
             ax.plot(grid, 1 / (1 + np.exp(-eta)), "--", lw=1, color=line.get_color())
-            ax.errorbar([cap.value], [FAIL_BELOW], xerr=[[cap.value - cap.ci_low],
-                                                         [cap.ci_high - cap.value]],
-                        marker="v", ms=9, color=line.get_color(), mec="k", capsize=4)
+            if cap.value is not None and cap.ci_low is not None and cap.ci_high is not None:
+                ax.errorbar([cap.value], [FAIL_BELOW], xerr=[[cap.value - cap.ci_low],
+                                                             [cap.ci_high - cap.value]],
+                            marker="v", ms=9, color=line.get_color(), mec="k", capsize=4)
     ax.set_xlim(0.5, k_max + 0.5)
     ax.set_ylim(-0.03, 1.03)
     ax.set_xticks(range(1, k_max + 1))
@@ -195,7 +197,7 @@ def odd_one_out_figure(scores: list[Score], model_id: str, task_id: str):
           or s.name == "individual_agreement"]
     fig, ax = plt.subplots(figsize=(7.5, 1.4 + 0.8 * max(len(bs), 1)), constrained_layout=True)
     split = score_named(scores, "human_majority_split_half")
-    if split is not None and split.ci_low is not None:
+    if split is not None and split.ci_low is not None and split.ci_high is not None:
         ax.axvspan(split.ci_low, split.ci_high, color="0.85",
                    label=f"human split-half majority consistency {split.value:.3f} (95% CI)")
     labels = []
@@ -256,10 +258,11 @@ def agreement_matrix_figure(models: list[tuple[str, str]], tasks: list[tuple[str
     its colour is the value's position between the task's floor (0) and ceiling (1; 1.0 where a
     task has no ceiling), so tasks with different floors read on one scale.
 
-    The colour is (value - floor) / (ceiling - floor) only where the ceiling bounds the score
-    (``extra['ceiling_is_bound']``); otherwise, as for B, whose cited ceiling a model can pass, it
-    is (value - floor) / (1 - floor) against the score's maximum 1. So no cell exceeds 1 by
-    construction and nothing is clipped (the colour scale extends below -1 if a cell does).
+    The colour is the terminal's position (:func:`~harness.scores.ranking.position`): (value -
+    floor) / (ceiling - floor) only where the ceiling bounds the score; otherwise, as for B, whose
+    cited ceiling a model can pass, (value - floor) / (1 - floor) against the score's maximum 1.
+    So no cell exceeds 1 by construction and nothing is clipped (the colour scale extends below
+    -1 if a cell does).
 
     ``groups``: (model, task) -> its rank-group letters, printed after the value (models sharing
     a letter are not told apart); ``groups_note`` says how the groups were formed, under the title.
@@ -271,10 +274,9 @@ def agreement_matrix_figure(models: list[tuple[str, str]], tasks: list[tuple[str
     for i, (model, _) in enumerate(models):
         for j, (task, _) in enumerate(tasks):
             s = cells.get((model, task))
-            if s is not None and s.value is not None:
-                floor = s.floor if s.floor is not None else 0.0
-                top = s.ceiling if s.ceiling is not None and s.extra.get("ceiling_is_bound") else 1.0
-                frac[i, j] = (s.value - floor) / (top - floor) if top > floor else np.nan
+            where = None if s is None else position(s)
+            if where is not None:
+                frac[i, j] = where
     low = min(-0.25, float(np.nanmin(frac))) if np.isfinite(frac).any() else -0.25
     im = ax.imshow(frac, cmap=MATRIX_CMAP, vmin=low, vmax=1.0, aspect="auto")
     for i, (model, _) in enumerate(models):
@@ -303,11 +305,11 @@ def agreement_matrix_figure(models: list[tuple[str, str]], tasks: list[tuple[str
     for i in range(1, len(models)):
         if families[i] != families[i - 1]:
             ax.axhline(i - 0.5, color="k", lw=1.5)
-    groups = list(dict.fromkeys(families))
+    blocks = list(dict.fromkeys(families))
     right = ax.twinx()  # family names on the right, one tick per block
     right.set_ylim(ax.get_ylim())
-    right.set_yticks([np.mean([i for i, f in enumerate(families) if f == fam]) for fam in groups],
-                     groups, fontsize=8, fontweight="bold")
+    right.set_yticks([np.mean([i for i, f in enumerate(families) if f == fam]) for fam in blocks],
+                     blocks, fontsize=8, fontweight="bold")
     right.tick_params(length=0)
     # the label in short lines: one long line along a short bar ran off the page
     fig.colorbar(im, ax=ax, shrink=0.9, label="position between floor (0)\nand bound (1): ceiling\n"

@@ -39,6 +39,7 @@ import tempfile
 from dataclasses import dataclass, field, fields
 from fnmatch import fnmatchcase
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -48,9 +49,9 @@ from ..errors import GestaltError
 from ..scores.agreement import null_bracket
 from ..scores.bootstrap import interval_methods
 from ..scores.record import Score
-from ..scores.ranking import ItemValues, rank_task
+from ..scores.ranking import ItemValues, position, rank_task
 from ..scores.tasks import Bootstrap, family_of
-from ..tracking.mlflow_run import ui_base
+from ..tracking.store import ui_base
 from ..tracking.scorecards import quiet_downloads
 from . import figures as F
 from .style import DPI, family_colors
@@ -202,17 +203,12 @@ def headline(task_id: str, scores: list[Score]) -> Score | None:
 
 
 def ordered_models(runs: list[BatteryRunData], tasks: list[str]) -> list[BatteryRunData]:
-    """Grouped by family (paper order); within a family by the mean of (x - floor)/(ceiling -
-    floor) over the headline scores, best first, then by id."""
+    """Grouped by family (paper order); within a family by the mean position between floor and
+    ceiling (:func:`~harness.scores.ranking.position`, the matrix's colour) over the headline
+    scores, best first, then by id."""
     def within(r: BatteryRunData) -> float:
-        fr = []
-        for t in tasks:
-            s = headline(t, r.scores.get(t, []))
-            if s is not None:
-                lo = s.floor if s.floor is not None else 0.0
-                hi = s.ceiling if s.ceiling is not None else 1.0
-                if hi > lo:
-                    fr.append((s.value - lo) / (hi - lo))
+        fr = [p for t in tasks if (s := headline(t, r.scores.get(t, []))) is not None
+              and (p := position(s)) is not None]
         return -float(np.mean(fr)) if fr else math.inf
 
     return sorted(runs, key=lambda r: (family_rank(r.family), within(r), r.model))
@@ -233,7 +229,8 @@ def score_rows(runs: list[BatteryRunData], tasks: list[str]) -> list[dict[str, A
                     continue
                 low = high = None
                 if BRACKETED.match(s.name) and (s.value is not None or s.null_rate == 1):
-                    low, high = null_bracket(s.value, s.null_rate)  # every answer null: 0 .. 1
+                    # every answer null: B is undefined and the bracket 0 .. 1
+                    low, high = null_bracket(s.value if s.value is not None else math.nan, s.null_rate)
                 rows.append({
                     "model": r.model, "family": r.family, "task": task, "score": s.name,
                     "value": s.value, "ci_low": s.ci_low, "ci_high": s.ci_high, "floor": s.floor,
@@ -349,7 +346,9 @@ class Headlines:
     unavailable: dict[tuple[str, str], str]
 
     def values(self) -> dict[str, dict[str, float]]:
-        return {t: {m: s.value for (m, tt), s in self.cells.items() if tt == t} for t in self.names}
+        """task -> {model: headline value} (a cell's headline always has one: primary_score)."""
+        return {t: {m: s.value for (m, tt), s in self.cells.items() if tt == t and s.value is not None}
+                for t in self.names}
 
 
 def headlines(runs: list[BatteryRunData], tasks: list[str]) -> Headlines:
@@ -395,14 +394,16 @@ def report_captions(runs: list[BatteryRunData], heads: Headlines) -> dict[str, s
                     {s.n for r in runs for s in r.scores.get(task, [])[:1]})
         return "-".join(map(str, ns[:1] + ns[-1:] if len(ns) > 1 else ns)) or "?"
 
-    def drawn(kind: str, family: str) -> str:
+    def drawn(kind: str) -> str:
         return intervals_caption([s for r in runs for t, sc in r.scores.items()
-                                  if _family_name(t) == family for s in _drawn(kind, t, sc)])
+                                  if t in drawing(kind) for s in _drawn(kind, t, sc)])
+
+    def drawing(kind: str) -> list[str]:
+        return drawn_by(kind, task_order(runs))
 
     models = len(runs)
-    tasks = task_order(runs)
-    kappa = next((t for t in tasks if _family_name(t) == "classification_vs_observers"), "")
-    count = next((t for t in tasks if _family_name(t) == "capacity"), "")
+    kappa = next(iter(drawing("accuracy_vs_kappa")), "")
+    count = next(iter(drawing("a_k")), "")
     return {
         "matrix.png": f"Each task's headline score (its scoring family's primary score) of {models} models on "
                       f"{len(heads.names)} tasks; colour: position between the task's floor and human "
@@ -411,15 +412,15 @@ def report_captions(runs: list[BatteryRunData], heads: Headlines) -> dict[str, s
         "accuracy_vs_kappa.png": f"{kappa}: accuracy against error consistency (Cohen's kappa with "
                                  f"human observers) per model, with the human-human ceiling band; "
                                  f"n = {n_of(kappa)} test stimuli per model; "
-                                 f"{drawn('accuracy_vs_kappa', 'classification_vs_observers')}.",
+                                 f"{drawn('accuracy_vs_kappa')}.",
         "a_k.png": f"{count}: accuracy a(k) by number of colour series k per model against the "
                    f"human capacity band; n = {n_of(count)} charts per model; "
-                   f"{drawn('a_k', 'capacity')}.",
+                   f"{drawn('a_k')}.",
         "rank_correlations.png": f"Spearman rank correlation between tasks of the {models} models' "
                                  "headline scores; n per cell = models scored on both tasks; no interval "
                                  "(n/a below 3 models or without spread).",
         "generalization_matrix.png": "Trained networks (rows) against test conditions (columns): MLAE "
-                                     f"per cell; {drawn('generalization_matrix', 'mlae_vs_humans')}.",
+                                     f"per cell; {drawn('generalization_matrix')}.",
     }
 
 
@@ -462,7 +463,8 @@ def rank_groups(heads: Headlines, items: dict[str, dict[str, ItemValues | None]]
     letters: dict[tuple[str, str], str] = {}
     unpaired = []
     for task, name in heads.names.items():
-        entries = {m: (s, items.get(m, {}).get(task)) for (m, t), s in heads.cells.items() if t == task}
+        entries: dict[str, tuple[Score | None, ItemValues | None]] = {
+            m: (s, items.get(m, {}).get(task)) for (m, t), s in heads.cells.items() if t == task}
         ranking = rank_task(entries, boot or Bootstrap(), name)
         if any(it is None for _, it in entries.values()):
             unpaired.append(task)
@@ -502,15 +504,21 @@ def _log_summary(tracking_uri: str, experiment: str, runs: list[BatteryRunData],
 
 def answer_figures(runs: list[BatteryRunData], heads: Headlines, groups: RankGroups) -> dict[str, bytes]:
     """The experiment's answer, as the paper draws it: the matrix (name ``matrix.png``) and, for
-    each task of the family that scores both accuracy and error consistency, the dissociation
-    of the two (``accuracy_vs_kappa.png``; the silhouettes in the shipped battery)."""
-    colors = family_colors([r.family for r in runs])
+    the first task whose family draws accuracy against error consistency, the dissociation of
+    the two (``accuracy_vs_kappa.png``; the silhouettes in the shipped battery)."""
     out: dict[str, bytes] = {}
     if heads.names:
         out["matrix.png"] = _png(F.agreement_matrix_figure(
             [(r.model, r.family) for r in runs], list(heads.names.items()), heads.cells,
             heads.unavailable, groups=groups.letters, groups_note=groups.note))
-    tasks = [t for t in heads.names if _family_name(t) == "classification_vs_observers"]
+    out.update(_accuracy_vs_kappa(runs, drawn_by("accuracy_vs_kappa", list(heads.names))))
+    return out
+
+
+def _accuracy_vs_kappa(runs: list[BatteryRunData], tasks: list[str]) -> dict[str, bytes]:
+    """The first task's accuracy against error consistency, one point per model."""
+    colors = family_colors([r.family for r in runs])
+    out: dict[str, bytes] = {}
     for task in tasks[:1]:
         points = [{"label": r.model, "group": r.family, "color": colors[r.family],
                    "accuracy": F.score_named(r.scores[task], "accuracy"),
@@ -523,32 +531,58 @@ def answer_figures(runs: list[BatteryRunData], heads: Headlines, groups: RankGro
     return out
 
 
-def _family_name(task_id: str) -> str | None:
-    family = family_of(task_id)
-    return None if family is None else family.name
+def drawn_by(kind: str, tasks: list[str]) -> list[str]:
+    """The tasks, in order, whose scoring family names ``kind`` among its report figures."""
+    return [t for t in tasks if (family := family_of(t)) is not None and kind in family.report_figures]
 
 
-def report_figures(runs: list[BatteryRunData], heads: Headlines,
-                   groups: RankGroups | None = None) -> dict[str, bytes]:
-    """name -> PNG bytes of the cross-model figures (only those the runs have data for), the
-    answer's first (:func:`answer_figures`), each chosen by the tasks' scoring families."""
-    out = answer_figures(runs, heads, groups or rank_groups(heads))
-    for task in [t for t in task_order(runs) if _family_name(t) == "capacity"][:1]:
+def _a_k(runs: list[BatteryRunData], tasks: list[str]) -> dict[str, bytes]:
+    out: dict[str, bytes] = {}
+    for task in tasks[:1]:
         curves = [{"label": r.model, "scores": r.scores[task]}
                   for r in runs if F.score_named(r.scores.get(task, []), "capacity") is not None]
         if curves:
             out["a_k.png"] = _png(F.capacity_figure(
                 curves, title=f"{task}: a(k) of {len(curves)} models against the capacity band"))
-    by_model = {r.model: {t: sc for t, sc in r.scores.items() if _family_name(t) == "chart6"}
-                for r in runs}
-    if any(by_model.values()):
-        out.update({name: _png(fig) for name, fig in chart6_report_figures(by_model).items()})
-    out.update({name: _png(fig) for name, fig in texture_vs_shape_report_figures(
-        {r.model: r.scores for r in runs}, {r.model: r.family for r in runs}).items()})
+    return out
+
+
+def _chart6(runs: list[BatteryRunData], tasks: list[str]) -> dict[str, bytes]:
+    by_model = {r.model: {t: sc for t, sc in r.scores.items() if t in tasks} for r in runs}
+    if not any(by_model.values()):
+        return {}
+    return {name: _png(fig) for name, fig in chart6_report_figures(by_model).items()}
+
+
+def _texture_vs_shape(runs: list[BatteryRunData], tasks: list[str]) -> dict[str, bytes]:
+    by_model = {r.model: {t: sc for t, sc in r.scores.items() if t in tasks} for r in runs}
+    return {name: _png(fig) for name, fig in texture_vs_shape_report_figures(
+        by_model, {r.model: r.family for r in runs}).items()}
+
+
+def _generalization_matrix(runs: list[BatteryRunData], tasks: list[str]) -> dict[str, bytes]:
     networks = [(f"{r.model}\n{t}", sc) for r in runs for t, sc in r.scores.items()
-                if _family_name(t) == "mlae_vs_humans" and level_curves(sc)]
-    if len(networks) >= 2:
-        out["generalization_matrix.png"] = _png(generalization_matrix_figure(networks))
+                if t in tasks and level_curves(sc)]
+    return {"generalization_matrix.png": _png(generalization_matrix_figure(networks))} if len(networks) >= 2 else {}
+
+
+# A scoring family's ``report_figures`` names -> their drawing over the runs and that family's tasks.
+# The answer's accuracy_vs_kappa is drawn with the matrix (:func:`answer_figures`).
+REPORT_FIGURES: dict[str, Callable[[list[BatteryRunData], list[str]], dict[str, bytes]]] = {
+    "accuracy_vs_kappa": _accuracy_vs_kappa, "a_k": _a_k, "chart6": _chart6,
+    "texture_vs_shape": _texture_vs_shape, "generalization_matrix": _generalization_matrix}
+
+
+def report_figures(runs: list[BatteryRunData], heads: Headlines,
+                   groups: RankGroups | None = None) -> dict[str, bytes]:
+    """name -> PNG bytes of the cross-model figures (only those the runs have data for), the
+    answer's first (:func:`answer_figures`), then those the tasks' scoring families name."""
+    out = answer_figures(runs, heads, groups or rank_groups(heads))
+    tasks = task_order(runs)
+    kinds = dict.fromkeys(k for t in tasks if (f := family_of(t)) is not None for k in f.report_figures)
+    for kind in kinds:
+        if kind != "accuracy_vs_kappa":  # the answer's, above
+            out.update(REPORT_FIGURES[kind](runs, drawn_by(kind, tasks)))
     if len(heads.names) >= 2:
         tasks = list(heads.names)
         rho, n = rank_correlations(heads.values(), tasks)

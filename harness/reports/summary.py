@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..tracking.mlflow_run import ui_base
+from ..tracking.store import ui_base
 from .style import OKABE_ITO
 
 SUMMARY_TAG = "gestalt.summary"

@@ -30,6 +30,7 @@ from .bootstrap import (
     N_BOOT_DEFAULT,
     Statistic,
     bootstrap,
+    by_draws,
     once_per_input,
     paired_difference,
     percentile_ci,
@@ -104,21 +105,27 @@ def loo_modal_agreement_draws(labels: np.ndarray, n_labels: int, items: np.ndarr
     observer drawn twice is never compared with its own copy. A tie among the others' modes
     counts a match as 1/len(modes), the expected value of a random tie-break.
     """
-    r = np.asarray(labels)[items[:, :, None], observers[:, None, :]]  # (draws, n, J)
-    onehot = (r[..., None] == np.arange(n_labels)) & (r[..., None] >= 0)
-    counts = onehot.sum(axis=2)  # (draws, n, labels)
-    hits = np.zeros(items.shape[0])
-    total = np.zeros(items.shape[0])
-    for j in range(observers.shape[1]):
-        copies = (observers == observers[:, j:j + 1]).sum(axis=1)[:, None, None]
-        others = counts - copies * onehot[:, :, j]
-        top = others.max(axis=-1, keepdims=True)
-        modes = (others == top) & (top > 0)
-        own = onehot[:, :, j]
-        counted = own.any(axis=-1) & (top[..., 0] > 0)
-        hits += ((modes & own).sum(axis=-1) / np.maximum(modes.sum(axis=-1), 1) * counted).sum(axis=1)
-        total += counted.sum(axis=1)
-    return hits / np.maximum(total, 1)
+    labels = np.asarray(labels)
+
+    def block(rows: slice) -> np.ndarray:
+        obs = observers[rows]
+        r = labels[items[rows, :, None], obs[:, None, :]]  # (draws, n, J)
+        onehot = (r[..., None] == np.arange(n_labels)) & (r[..., None] >= 0)
+        counts = onehot.sum(axis=2)  # (draws, n, labels)
+        hits = np.zeros(len(obs))
+        total = np.zeros(len(obs))
+        for j in range(obs.shape[1]):
+            copies = (obs == obs[:, j:j + 1]).sum(axis=1)[:, None, None]
+            others = counts - copies * onehot[:, :, j]
+            top = others.max(axis=-1, keepdims=True)
+            modes = (others == top) & (top > 0)
+            own = onehot[:, :, j]
+            counted = own.any(axis=-1) & (top[..., 0] > 0)
+            hits += ((modes & own).sum(axis=-1) / np.maximum(modes.sum(axis=-1), 1) * counted).sum(axis=1)
+            total += counted.sum(axis=1)
+        return hits / np.maximum(total, 1)
+
+    return by_draws(block, items.shape[0], items.shape[1])
 
 
 def human_loo_modal_agreement(observer_responses: list[list[str]], missing: str = "na") -> float:
@@ -140,20 +147,31 @@ def observer_indices(n_observers: int, n_boot: int, seed: int) -> np.ndarray:
 
 def two_level_pairwise_kappa(h: np.ndarray, items: np.ndarray, observers: np.ndarray) -> np.ndarray:
     """Mean kappa over pairs of resampled observers that are not copies of one observer."""
-    hs = np.asarray(h, float)[observers[:, :, None], items[:, None, :]]  # (draws, J, n)
+    h = np.asarray(h, float)
     a, b = (np.array(x) for x in zip(*combinations(range(observers.shape[1]), 2)))
-    k = _kappa(hs[:, a], hs[:, b])
-    valid = observers[:, a] != observers[:, b]
-    return (k * valid).sum(axis=1) / np.maximum(valid.sum(axis=1), 1)
+
+    def block(rows: slice) -> np.ndarray:
+        hs = h[observers[rows, :, None], items[rows, None, :]]  # (draws, J, n)
+        k = _kappa(hs[:, a], hs[:, b])
+        valid = observers[rows][:, a] != observers[rows][:, b]
+        return (k * valid).sum(axis=1) / np.maximum(valid.sum(axis=1), 1)
+
+    return by_draws(block, items.shape[0], items.shape[1])
 
 
 def two_level_loo_kappa(h: np.ndarray, items: np.ndarray, observers: np.ndarray) -> np.ndarray:
     """Each resampled observer vs the mean of the others that are not its copies, averaged."""
-    hs = np.asarray(h, float)[observers[:, :, None], items[:, None, :]]
-    copies = (observers[:, :, None] == observers[:, None, :]).sum(axis=2)[..., None]  # (draws, J, 1)
-    total = hs.sum(axis=1, keepdims=True)
-    others = (total - copies * hs) / np.maximum(observers.shape[1] - copies, 1)
-    return _kappa(hs, others).mean(axis=1)
+    h = np.asarray(h, float)
+
+    def block(rows: slice) -> np.ndarray:
+        obs = observers[rows]
+        hs = h[obs[:, :, None], items[rows, None, :]]
+        copies = (obs[:, :, None] == obs[:, None, :]).sum(axis=2)[..., None]  # (draws, J, 1)
+        total = hs.sum(axis=1, keepdims=True)
+        others = (total - copies * hs) / np.maximum(obs.shape[1] - copies, 1)
+        return _kappa(hs, others).mean(axis=1)
+
+    return by_draws(block, items.shape[0], items.shape[1])
 
 
 # -- null accounting ----------------------------------------------------------------------------
@@ -242,7 +260,7 @@ def score_classification_vs_observers(records: list[dict], stimset: StimulusSet,
     one: ``extra['ci_low_two_level']``/``['ci_high_two_level']``.
     """
     panel = stimset.human_as(ObserverPanel)
-    seed, n_boot, n_boot_kappa = boot.seed, boot.n, boot.n_kappa
+    seed, n_boot, n_boot_kappa = boot.seed, boot.n_boot, boot.n_boot_kappa
     test = stimset.test
     index = {s.stimulus_id: i for i, s in enumerate(test)}
     missing = set(index) - {r["stimulus_id"] for r in records}
@@ -290,9 +308,16 @@ def score_classification_vs_observers(records: list[dict], stimset: StimulusSet,
     kap_two = kap_pw_two = (float("nan"), float("nan"))  # every answer null: nothing to resample
     if n:
         model_idx = resample_indices(n, n_boot_kappa, seed)
-        panel_draw = human_all[obs_k[:, :, None], items[model_idx][:, None, :]]  # (draws, J, n)
-        kap_two = recentred_ci(kap[0], _kappa(m[model_idx], panel_draw.mean(axis=1)))
-        kap_pw_two = recentred_ci(kap_pw[0], _kappa(m[model_idx][:, None, :], panel_draw).mean(axis=1))
+
+        def two_level(rows: slice) -> np.ndarray:
+            panel_draw = human_all[obs_k[rows, :, None], items[model_idx[rows]][:, None, :]]  # (draws, J, n)
+            m_draw = m[model_idx[rows]]
+            return np.stack([_kappa(m_draw, panel_draw.mean(axis=1)),
+                             _kappa(m_draw[:, None, :], panel_draw).mean(axis=1)], axis=1)
+
+        both = by_draws(two_level, n_boot_kappa, n)
+        kap_two = recentred_ci(kap[0], both[:, 0])
+        kap_pw_two = recentred_ci(kap_pw[0], both[:, 1])
     lo, hi = null_bracket(b[0], v)
 
     def two(ci: tuple[float, float]) -> dict[str, Any]:

@@ -35,6 +35,18 @@ def resample_indices(n: int, n_boot: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
 
 
+# draw x stimulus cells a statistic sees at once: statistics over observer pairs make arrays 45
+# times that size, so a block stays near 70 MB at any number of stimuli or draws
+BLOCK_CELLS = 1 << 16
+
+
+def by_draws(fn: Callable[[slice], np.ndarray], n_draws: int, n: int) -> np.ndarray:
+    """``fn(rows)`` over blocks of bootstrap draws, concatenated: each draw is computed alone, so
+    the values are those of one call over every draw, in bounded memory."""
+    step = max(1, BLOCK_CELLS // max(n, 1))
+    return np.concatenate([fn(slice(i, min(i + step, n_draws))) for i in range(0, max(n_draws, 1), step)])
+
+
 def percentile_ci(draws: np.ndarray, level: float = 0.95) -> tuple[float, float]:
     draws = draws[~np.isnan(draws)]
     if draws.size == 0:
@@ -50,7 +62,8 @@ def bootstrap(stat: Statistic, n: int, n_boot: int = N_BOOT_DEFAULT, seed: int =
     if n == 0:
         return float("nan"), float("nan"), float("nan")
     value = float(stat(np.arange(n)[None, :])[0])
-    lo, hi = percentile_ci(stat(resample_indices(n, n_boot, seed)), level)
+    idx = resample_indices(n, n_boot, seed)
+    lo, hi = percentile_ci(by_draws(lambda rows: stat(idx[rows]), n_boot, n), level)
     return value, lo, hi
 
 

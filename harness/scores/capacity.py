@@ -118,7 +118,7 @@ def _side(value: float) -> str | None:
 
 def score_capacity(records: list[dict], stimset: StimulusSet, *,
                    boot: Bootstrap = Bootstrap()) -> list[Score]:
-    seed, n_boot = boot.seed, boot.n
+    seed, n_boot = boot.seed, boot.n_boot
     band_ref = stimset.human_as(CapacityBand)
     test = stimset.test
     index = {s.stimulus_id: i for i, s in enumerate(test)}

@@ -205,13 +205,13 @@ def _chance(stimulus) -> float:
 
 def score_chart6(records: list[dict], stimset: StimulusSet, *, boot: Bootstrap = Bootstrap(),
                  n_splits: int = N_SPLITS) -> list[Score]:
-    seed, n_boot = boot.seed, boot.n
+    seed, n_boot = boot.seed, boot.n_boot
     table = item_table(records, stimset)
     test = stimset.test
     version = stimset.version
     scoring = "within 5% (relaxed accuracy)" if test and test[0].meta["scoring"] == "relaxed" \
         else "exact match"
-    boot = f"percentile bootstrap over items, {n_boot} draws, seed {seed}"
+    boot_method = f"percentile bootstrap over items, {n_boot} draws, seed {seed}"
     human = stimset.human_as(LiteracyItems)
     h = np.asarray(human.prop_correct, dtype=float)
     chance = np.array([_chance(s) for s in test])
@@ -226,9 +226,9 @@ def score_chart6(records: list[dict], stimset: StimulusSet, *, boot: Bootstrap =
 
     total, valid = table.total[answered], table.valid[answered]
     scores = [est("valid_rate", lambda idx: valid[idx].sum(-1) / total[idx].sum(-1),
-                  int(answered.sum()), f"valid / all presentations; {boot}",
+                  int(answered.sum()), f"valid / all presentations; {boot_method}",
                   n=int(valid.sum()), nulls=int(total.sum() - valid.sum()))]
-    scores += _accuracy_scores(table, h, chance, answered, has_valid, scoring, boot, est,
+    scores += _accuracy_scores(table, h, chance, answered, has_valid, scoring, boot_method, est,
                                mismatch=human.format_mismatch)
 
     ceiling = None
@@ -246,11 +246,12 @@ def score_chart6(records: list[dict], stimset: StimulusSet, *, boot: Bootstrap =
         if keep.sum() < 3:
             continue
         x, y = m[keep], h[keep]
-        extra = {"p_value": float(stats.pearsonr(x, y).pvalue)} if np.ptp(x) > 0 and np.ptp(y) > 0 else {}
+        extra: dict[str, Any] = ({"p_value": float(stats.pearsonr(x, y).pvalue)}
+                                 if np.ptp(x) > 0 and np.ptp(y) > 0 else {})
         if human.format_mismatch:
             extra["format_mismatch"] = human.format_mismatch
         scores.append(est(name, _r(x, y), int(keep.sum()),
-                          f"Pearson r, model vs human per-item proportion correct ({scoring}); {boot}"
+                          f"Pearson r, model vs human per-item proportion correct ({scoring}); {boot_method}"
                           + (f"; {human.format_mismatch}" if human.format_mismatch else ""),
                           nulls=int((answered & ~keep).sum()), ceiling=ceiling, extra=extra))
 
@@ -269,28 +270,28 @@ def score_chart6(records: list[dict], stimset: StimulusSet, *, boot: Bootstrap =
         for level in sorted({str(s.meta[key]) for s in test if s.meta.get(key) is not None}):
             group = labels == level
             scores += _accuracy_scores(table, h, chance, answered & group, has_valid & group,
-                                       scoring, boot, est, prefix=f"{key}/{level}/", gaps=False,
+                                       scoring, boot_method, est, prefix=f"{key}/{level}/", gaps=False,
                                        mismatch=human.format_mismatch)
     return scores
 
 
-def _accuracy_scores(table, h, chance, answered, has_valid, scoring, boot, est, *, prefix="",
+def _accuracy_scores(table, h, chance, answered, has_valid, scoring, boot_method, est, *, prefix="",
                      gaps=True, mismatch: str | None = None) -> list[Score]:
     out = []
     p_valid, p_all = table.p_valid[has_valid], table.p_all[answered]
     if has_valid.any():
         out.append(est(f"{prefix}accuracy_valid", _mean(p_valid), int(has_valid.sum()),
                        f"mean per-item proportion correct over valid responses ({scoring}); items "
-                       f"with a valid response; {boot}",
+                       f"with a valid response; {boot_method}",
                        nulls=int((answered & ~has_valid).sum()), floor=float(chance[has_valid].mean())))
     if answered.any():
         out.append(est(f"{prefix}accuracy_all", _mean(p_all), int(answered.sum()),
-                       f"mean per-item proportion correct, invalid counted wrong ({scoring}); {boot}",
+                       f"mean per-item proportion correct, invalid counted wrong ({scoring}); {boot_method}",
                        floor=float(chance[answered].mean())))
     with_h = answered & ~np.isnan(h)
     if with_h.any():
         out.append(est(f"{prefix}human_accuracy", _mean(h[with_h]), int(with_h.sum()),
-                       f"mean human per-item proportion correct on the items the model answered; {boot}"
+                       f"mean human per-item proportion correct on the items the model answered; {boot_method}"
                        + (f"; {mismatch}" if mismatch else ""),
                        extra={"format_mismatch": mismatch} if mismatch else {}))
     if not gaps:
@@ -301,7 +302,7 @@ def _accuracy_scores(table, h, chance, answered, has_valid, scoring, boot, est, 
             continue
         out.append(est(name, lambda idx, a=p[keep], b=h[keep]: a[idx].mean(-1) - b[idx].mean(-1),
                        int(keep.sum()), f"model - human mean per-item proportion correct, paired "
-                                        f"over the same resampled items ({scoring}); {boot}"
+                                        f"over the same resampled items ({scoring}); {boot_method}"
                                         + (f"; {mismatch}" if mismatch else ""),
                        extra={"format_mismatch": mismatch} if mismatch else {}))
     return out
@@ -332,13 +333,12 @@ def model_difference_test(correct: Sequence, model: Sequence, item: Sequence) ->
     import statsmodels.api as sm
 
     y = np.asarray(correct, dtype=float)
-    model, item = np.asarray(model), np.asarray(item)
     if not (len(y) == len(model) == len(item)):
         raise ValueError("correct, model and item must have the same length")
-    models = np.unique(model)
+    models = np.unique(np.asarray(model))
     if len(models) < 2:
         raise ValueError("model_difference_test needs at least two models")
-    cells = {}
+    cells: dict[tuple[Any, Any], tuple[float, int]] = {}
     for yi, mi, ii in zip(y, model, item):
         s, n = cells.get((ii, mi), (0.0, 0))
         cells[(ii, mi)] = (s + yi, n + 1)

@@ -57,7 +57,7 @@ from ..stimuli.bars.authors import RENDERED_BY
 from ..stimuli.bars.humans import MLAEReferences
 from ..stimuli.bars.render import ChartImage, target_masks
 from ..stimuli.base import StimulusSet, by_id
-from .bootstrap import N_BOOT_DEFAULT, bootstrap, resample_indices
+from .bootstrap import N_BOOT_DEFAULT, Statistic, bootstrap, resample_indices
 from .record import Score
 from .tasks import Bootstrap
 
@@ -67,14 +67,14 @@ OFFSET = 0.125
 CHANCE_DRAWS = 200
 GRADCAM_THRESHOLD = 200
 TTEST_ALPHA = 0.05
-FORMS: dict[str, str] = {
+FORMS: dict[Form, str] = {
     "grape": ("mean over trials of log2(100|e-t|+1/8) (GRAPE's code and figures; its Eq. 1 is "
               "written as a midmean); compared with GRAPE's user study"),
     "cleveland_mcgill": ("midmean over trials of log2(100|e-t|+1/8) (Cleveland & McGill 1984; GRAPE "
                          "Eq. 1); compared with C&M 1984 and Heer & Bostock 2010"),
     "haehn": "log2(mean 100|e-t| + 0.125) (Haehn et al. 2019)",
 }
-SCORE_NAMES = {"grape": "mlae", "cleveland_mcgill": "mlae_midmean", "haehn": "mlae_haehn"}
+SCORE_NAMES: dict[Form, str] = {"grape": "mlae", "cleveland_mcgill": "mlae_midmean", "haehn": "mlae_haehn"}
 # which published human MLAE each form is compared with (same summary form)
 HUMAN_FOR_FORM = {"grape": ("grape_user_study",),
                   "cleveland_mcgill": ("cleveland_mcgill_1984", "heer_bostock_2010")}
@@ -260,7 +260,7 @@ def _human_for(refs: MLAEReferences, form: str, parameter: str | None, level: An
 
 
 def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, boot: Bootstrap = Bootstrap()) -> list[Score]:
-    seed, n_boot = boot.seed, boot.n
+    seed, n_boot = boot.seed, boot.n_boot
     version = stimset.version
     refs = stimset.human_as(MLAEReferences)
     stimuli = by_id(stimset.stimuli)
@@ -347,7 +347,7 @@ def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, boot: Boo
                                 version=version, extra=extra if name == "delta_mlae" else {}))
     for parameter, devs in sorted(deviations.items()):
         d = np.array(devs)
-        value, lo, hi = bootstrap(lambda idx, d=d: d[idx].mean(axis=-1), len(d), n_boot, seed)
+        value, lo, hi = bootstrap(_mean_of(d), len(d), n_boot, seed)
         scores.append(Score(name=f"ood.{parameter}.deviation", value=value, ci_low=lo, ci_high=hi,
                             n=len(d), nulls=0, version=version,
                             method="mean |LAE(OOD) - LAE(IID)| over all levels' paired charts "
@@ -364,6 +364,11 @@ def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, boot: Boo
     return scores
 
 
+def _mean_of(values: np.ndarray) -> Statistic:
+    """The bootstrap statistic: the mean of ``values`` over each draw's indices."""
+    return lambda idx: values[idx].mean(axis=-1)
+
+
 def _gradcam_scores(groups, stimset, stimuli, version, seed, n_boot) -> list[Score]:
     out = []
     for (parameter, level), recs in sorted(groups.items(), key=lambda kv: (kv[0][0] or "", kv[0][1] or "")):
@@ -377,7 +382,7 @@ def _gradcam_scores(groups, stimset, stimuli, version, seed, n_boot) -> list[Sco
             src = stimuli[r["stimulus_id"]].image_source
             ious.append(gradcam_iou(cam, target_masks(src.charts, [src.index])[0]))
         v = np.array(ious)
-        value, lo, hi = bootstrap(lambda idx, v=v: v[idx].mean(axis=-1), len(v), n_boot, seed)
+        value, lo, hi = bootstrap(_mean_of(v), len(v), n_boot, seed)
         prefix = "" if parameter is None else f"ood.{parameter}.{level}."
         out.append(Score(name=f"{prefix}gradcam_iou", value=value, ci_low=lo, ci_high=hi, n=len(v),
                          nulls=len(recs) - len(v), version=version, floor=0.0,

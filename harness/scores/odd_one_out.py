@@ -219,7 +219,7 @@ HUMAN_METHODS = {
 
 def score_odd_one_out(records: list[dict], stimset: StimulusSet, *,
                       boot: Bootstrap = Bootstrap()) -> list[Score]:
-    seed, n_boot = boot.seed, boot.n
+    seed, n_boot = boot.seed, boot.n_boot
     human = stimset.human_as(OddOneOutVotes)
     test = stimset.test
     ids = list(human.stimulus_ids)

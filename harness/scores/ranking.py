@@ -136,13 +136,24 @@ def censored(score: Score) -> str | None:
     return f"censored {side} the tested range (shown at its end)" if side else None
 
 
+def bounding_ceiling(score: Score) -> float | None:
+    """The score's human ceiling where it bounds the score (``extra['ceiling_is_bound']``: no
+    model can pass it); None where there is none or a model can pass it (a cited ceiling, such
+    as B's)."""
+    return score.ceiling if score.ceiling is not None and score.extra.get("ceiling_is_bound") else None
+
+
 def position(score: Score) -> float | None:
-    """Where the value lies from the floor (0) to the human ceiling (1); against 1, the score's
-    maximum, where there is no ceiling. Above 1: past the ceiling. None without a floor."""
-    if score.value is None or score.floor is None:
+    """Where the value lies from the floor (0; the score's 0 where it has none) to the top (1):
+    the human ceiling where it bounds the score (:func:`bounding_ceiling`), else the score's
+    maximum 1, so no value passes 1. The terminal's bar and the report's matrix both show it.
+    None without a value, or where the top is not above the floor."""
+    if score.value is None:
         return None
-    top = score.ceiling if score.ceiling is not None else 1.0
-    return (score.value - score.floor) / (top - score.floor) if top > score.floor else None
+    floor = score.floor if score.floor is not None else 0.0
+    top = bounding_ceiling(score)
+    top = 1.0 if top is None else top
+    return (score.value - floor) / (top - floor) if top > floor else None
 
 
 @dataclass(frozen=True)
@@ -164,7 +175,7 @@ def paired_differences(items: list[ItemValues], boot: Bootstrap) -> tuple[np.nda
     """(low, high) of the 95% interval of stat_a - stat_b for every pair of models, each a
     (models, models) matrix; one draw of stimuli serves every model."""
     n = len(items[0].values)
-    idx = resample_indices(n, boot.n, boot.seed)
+    idx = resample_indices(n, boot.n_boot, boot.seed)
     draws = np.stack([it.statistic(idx) for it in items])  # (models, draws)
     diff = draws[:, None, :] - draws[None, :, :]
     alpha = (1 - LEVEL) / 2
@@ -215,7 +226,7 @@ def rank_task(entries: dict[str, tuple[Score | None, ItemValues | None]], boot: 
     if len(paired) == len(rankable) and len({len(it.values) for it in paired}) == 1:
         lo, hi = paired_differences(paired, boot)
         together = (lo <= 0) & (hi >= 0)
-        method = (f"paired bootstrap of each difference on the same resampled stimuli, {boot.n} "
+        method = (f"paired bootstrap of each difference on the same resampled stimuli, {boot.n_boot} "
                   f"draws, seed {boot.seed}; models sharing a letter are not told apart (its 95% "
                   f"interval covers 0)")
     else:

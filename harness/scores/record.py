@@ -44,19 +44,6 @@ class Score:
         """The record as strict JSON holds it."""
         return {**asdict(self), "null_rate": self.null_rate}
 
-    def metrics(self, prefix: str) -> dict[str, float]:
-        """Flat MLflow metrics: ``<prefix>/<name>``, ``_ci_low``, ``_ci_high``, ceiling, floor."""
-        out = {f"{prefix}/{self.name}": self.value}
-        for key, val in (("ci_low", self.ci_low), ("ci_high", self.ci_high),
-                         ("ceiling", self.ceiling), ("floor", self.floor)):
-            if val is not None:
-                out[f"{prefix}/{self.name}_{key}"] = float(val)
-        # numeric extras travel too (e.g. B's null bracket B_full_low/B_full_high, p-values)
-        for key, val in self.extra.items():
-            if isinstance(val, (int, float)) and not isinstance(val, bool):
-                out[f"{prefix}/{key}" if key.startswith(self.name) else f"{prefix}/{self.name}_{key}"] = val
-        return {k: float(v) for k, v in out.items() if v is not None}
-
 
 def _no_nan(v: Any) -> Any:
     """``v`` with every NaN in it (numpy's floats too, in dicts, lists and tuples) as None."""

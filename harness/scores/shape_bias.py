@@ -60,9 +60,9 @@ def human_shape_bias(panel: ObserverPanel, textures: np.ndarray, classes: np.nda
     shape, texture = responses == classes[None], responses == textures[None]  # bool: the
     j_obs, n = shape.shape  # two-level draws index (draws, observers, images) of them
     each = ratio(shape.sum(axis=1), texture.sum(axis=1))
-    items = resample_indices(n, boot.n, boot.seed)  # (draws, n)
+    items = resample_indices(n, boot.n_boot, boot.seed)  # (draws, n)
     one = np.nanmean(ratio(shape[:, items].sum(axis=-1), texture[:, items].sum(axis=-1)), axis=0)
-    obs = observer_indices(j_obs, boot.n, boot.seed)  # (draws, J): the same images for each
+    obs = observer_indices(j_obs, boot.n_boot, boot.seed)  # (draws, J): the same images for each
     pick = (obs[:, :, None], items[:, None, :])
     two = np.nanmean(ratio(shape[pick].sum(axis=-1), texture[pick].sum(axis=-1)), axis=1)
     answered = (responses != panel.missing).sum(axis=1)
@@ -72,7 +72,7 @@ def human_shape_bias(panel: ObserverPanel, textures: np.ndarray, classes: np.nda
         name="human_shape_bias", value=float(np.nanmean(each)), ci_low=lo, ci_high=hi, n=n, nulls=0,
         version=version,
         method=(f"mean over {j_obs} observers of n_shape / (n_shape + n_texture) on the conflict "
-                f"images; {ONE_LEVEL}, {boot.n} draws; {TWO_LEVEL} in extra; range = min-max over "
+                f"images; {ONE_LEVEL}, {boot.n_boot} draws; {TWO_LEVEL} in extra; range = min-max over "
                 f"observers; per class: the observers' trials pooled; {tail}"),
         extra={"ci_low_two_level": lo2, "ci_high_two_level": hi2, "ci_method": ONE_LEVEL,
                "ci_two_level_method": TWO_LEVEL,
@@ -106,7 +106,7 @@ def score_shape_bias(records: list[dict], stimset: StimulusSet, *,
     n = len(ok)
     tail = panel.split
     human = human_shape_bias(panel, textures, classes, stimset.options, boot, stimset.version, tail)
-    draws = resample_indices(n, boot.n, boot.seed) if n else np.zeros((0, 0), int)
+    draws = resample_indices(n, boot.n_boot, boot.seed) if n else np.zeros((0, 0), int)
 
     def share(name: str, values: np.ndarray, what: str) -> Score:
         value = float(values.mean()) if n else None
@@ -114,7 +114,7 @@ def score_shape_bias(records: list[dict], stimset: StimulusSet, *,
         return Score(name=name, value=value, ci_low=lo, ci_high=hi, n=n, nulls=nulls,
                      version=stimset.version,
                      method=f"share of parseable conflict trials answered with {what}; {ONE_LEVEL}, "
-                            f"{boot.n} draws; {tail}",
+                            f"{boot.n_boot} draws; {tail}",
                      extra={"human": human.extra[name]})
 
     sb = float(ratio(shape.sum(), texture.sum()))
@@ -122,7 +122,7 @@ def score_shape_bias(records: list[dict], stimset: StimulusSet, *,
     bias = Score(
         name="shape_bias", value=sb, ci_low=lo, ci_high=hi, n=n, nulls=nulls, version=stimset.version,
         method=(f"n_shape / (n_shape + n_texture) over the conflict trials (Geirhos et al. 2019; "
-                f"non-conflict images left out); {ONE_LEVEL}, {boot.n} draws; {tail}"),
+                f"non-conflict images left out); {ONE_LEVEL}, {boot.n_boot} draws; {tail}"),
         extra={"n_shape": int(shape.sum()), "n_texture": int(texture.sum()), "n_other": int(other.sum()),
                "per_class": per_class(shape, texture, classes[items], stimset.options),
                "human_mean": human.value, "human_range": [human.extra["range_min"], human.extra["range_max"]]})

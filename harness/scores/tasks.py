@@ -21,9 +21,11 @@ Scorers are pure numpy: this stage never imports torch.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, Strict
 
 from ..lazy import resolve
 from .bootstrap import N_BOOT_DEFAULT, N_BOOT_KAPPA, SEED_DEFAULT
@@ -32,16 +34,24 @@ from .record import Score
 if TYPE_CHECKING:
     from ..stimuli.base import StimulusSet
 
+# What the readouts' ``answer_rule: final`` reads (harness.readouts.parse), for the scores' method.
+FINAL_RULE = "the text after the last 'answer:' marker, else the last number or label"
 
-@dataclass(frozen=True)
-class Bootstrap:
-    """How every interval of a battery is computed: ``n`` draws (``n_kappa`` for the kappa
-    family's slower-converging statistics), one ``seed``, percentile intervals over stimuli."""
 
-    n: int = N_BOOT_DEFAULT
-    seed: int = SEED_DEFAULT
+class Bootstrap(BaseModel):
+    """How every interval of a battery is computed: ``n_boot`` draws (``n_boot_kappa`` for the
+    kappa family's slower-converging statistics), one ``seed``, percentile intervals over stimuli.
+    The recipe's ``bootstrap:`` section is this model, so a setting has one name from the recipe
+    to the scorer."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # an integer, not YAML's true or text such as '2' (pydantic would otherwise read them as numbers);
+    # under 100 draws a 95% percentile interval rests on its two or three most extreme draws
+    n_boot: Annotated[int, Strict()] = Field(default=N_BOOT_DEFAULT, ge=100, le=100_000)
+    n_boot_kappa: Annotated[int, Strict()] = Field(default=N_BOOT_KAPPA, ge=100, le=100_000)
+    seed: Annotated[int, Strict()] = Field(default=SEED_DEFAULT, ge=0, le=2**32 - 1)
     method: Literal["percentile"] = "percentile"
-    n_kappa: int = N_BOOT_KAPPA
 
 
 Scorer = Callable[..., list[Score]]
@@ -60,10 +70,22 @@ class Family:
     short: dict[str, str] = field(default_factory=dict, hash=False)
     # decimals a score is printed with in a table (the same for every model: columns line up); 3 otherwise
     decimals: dict[str, int] = field(default_factory=dict, hash=False)
+    # the figures drawn for its tasks, by name (harness.reports maps each name to its drawing, so
+    # scoring never imports plotting): of one model's run of a task (logged with the run), and
+    # across an experiment's models (the report)
+    run_figures: tuple[str, ...] = ("scores",)
+    report_figures: tuple[str, ...] = ()
 
     def score(self, records: list[dict], stimset: StimulusSet, boot: Bootstrap) -> list[Score]:
+        """The scorer's scores; where the answers were read by a rule other than the paper's (the
+        readouts' ``answer_rule``), every score's method says which."""
         fn: Scorer = resolve(self.scorer)
-        return fn(records, stimset, boot=boot)
+        scores = fn(records, stimset, boot=boot)
+        rules = sorted({r["extras"]["answer_rule"] for r in records if "answer_rule" in (r.get("extras") or {})})
+        if not rules:
+            return scores
+        clause = f"answers read by answer_rule {', '.join(rules)}: {FINAL_RULE}, not the paper's rule"
+        return [replace(s, method=f"{s.method}; {clause}") for s in scores]
 
     def is_headline(self, name: str) -> bool:
         return any(fnmatchcase(name, p) for p in self.headline)
@@ -99,23 +121,26 @@ class Family:
 
 FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("classification_vs_observers", "harness.scores.agreement:score_classification_vs_observers",
-           ("B", "accuracy", "kappa", "kappa_pairwise"), primary=("B",), secondary=("kappa", "accuracy")),
+           ("B", "accuracy", "kappa", "kappa_pairwise"), primary=("B",), secondary=("kappa", "accuracy"),
+           run_figures=("scores", "confusion"), report_figures=("accuracy_vs_kappa", "texture_vs_shape")),
     Family("odd_one_out", "harness.scores.odd_one_out:score_odd_one_out", ("B", "B_*", "individual_agreement"),
            primary=("B",), secondary=("individual_agreement",)),
     Family("capacity", "harness.scores.capacity:score_capacity",
            ("accuracy", "capacity", "capacity_in_band", "mae"), primary=("accuracy",),
            secondary=("capacity", "mae"), short={"accuracy": "acc"},
-           decimals={"capacity": 1, "capacity_in_band": 0, "mae": 2}),
+           decimals={"capacity": 1, "capacity_in_band": 0, "mae": 2}, report_figures=("a_k",)),
     Family("chart6", "harness.scores.chart6:score_chart6",
            ("accuracy_all", "accuracy_valid", "valid_rate", "gap_all", "gap_valid", "error_r_valid",
             "error_r_all", "retest_r"), primary=("accuracy_all",), secondary=("accuracy_valid", "valid_rate"),
-           short={"accuracy_all": "acc"}),
+           short={"accuracy_all": "acc"}, run_figures=("chart6",), report_figures=("chart6",)),
     Family("shape_bias", "harness.scores.shape_bias:score_shape_bias",
-           ("shape_bias", "shape_share", "texture_share", "B", "kappa"), primary=("shape_bias",)),
+           ("shape_bias", "shape_share", "texture_share", "B", "kappa"), primary=("shape_bias",),
+           run_figures=("shape_bias",), report_figures=("texture_vs_shape",)),
     Family("mlae_vs_humans", "harness.scores.mlae:score_mlae_vs_humans",
            ("mlae", "mlae_midmean", "mlae_haehn", "mlae_minus_human", "mlae_midmean_minus_human",
             "gradcam_iou"), secondary=("mlae_minus_human",), decimals={"mlae": 2, "mlae_midmean": 2,
-           "mlae_haehn": 2, "mlae_minus_human": 2, "mlae_midmean_minus_human": 2}),
+           "mlae_haehn": 2, "mlae_minus_human": 2, "mlae_midmean_minus_human": 2},
+           run_figures=("bars",), report_figures=("generalization_matrix",)),
 ]}
 
 

@@ -225,7 +225,7 @@ class StimulusSet:
     version: str
     response_space: ResponseSpace
     stimuli: list[Stimulus]
-    human_ref_id: str
+    human_ref_id: str | None  # None: no human sample for this set (a release not mounted)
     prompt: Prompt | None = None
     options: tuple[Any, ...] = ()
     human: HumanReference | None = None  # the family's own dataclass

@@ -65,7 +65,7 @@ from PIL import Image
 
 from ..sources import DataError, Sources
 from ..sources.store import file_sha256
-from .base import LiteracyItems, Prompt, Stimulus, StimulusSet
+from .base import LiteracyItems, Prompt, ResponseSpace, Stimulus, StimulusSet
 from .registry import NoOptions, TaskOptions
 
 VERSION = "1"
@@ -127,7 +127,7 @@ class ChartTest:
     n_items: int
     assessment: str  # "multiple-choice" | "continuous": which of the paper's prompt templates
     scoring: str  # "exact" | "relaxed"
-    response_space: str
+    response_space: ResponseSpace
 
     @property
     def task_id(self) -> str:
@@ -450,6 +450,7 @@ def build_calvi(sources: Sources, seed: int = 0, human_sample: str = "cogsci2025
                           int(row["human_n_responses_cogsci2025"]))
     human = _cogsci2025_human(sources, stimuli, keys)
     # items.csv carries the same sample, rounded to 4 places: a second check of the join.
+    assert human.n_responses is not None  # the CogSci-2025 sample comes with per-participant rows
     for sid, p, n in zip(human.item_ids, human.prop_correct, human.n_responses):
         if abs(p - published[sid][0]) > 5e-5 or n != published[sid][1]:
             raise DataError(f"calvi/items.csv: {sid} human data ({published[sid]}) differ from "

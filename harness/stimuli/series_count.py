@@ -38,7 +38,7 @@ from PIL import Image, ImageDraw
 from pydantic import Field
 
 from ..sources import Sources
-from .base import CapacityBand, Prompt, Stimulus, StimulusSet
+from .base import CapacityBand, Prompt, Split, Stimulus, StimulusSet
 from .registry import TaskOptions
 
 TASK_ID = "similarity.chart.series_count"
@@ -105,7 +105,7 @@ def render_scatter(points: tuple[tuple[float, float], ...], colors: tuple[str, .
     return big.reduce(SUPERSAMPLE)
 
 
-def layout(seed: int, split: str, index: int, k: int) -> tuple[list[str], list[int], tuple, tuple]:
+def layout(seed: int, split: Split, index: int, k: int) -> tuple[list[str], list[int], tuple, tuple]:
     """One scatterplot's series colours and sizes, point centres and point colours, from its own
     random stream (so a stimulus is named by (seed, split, index, k) and drawn only when shown)."""
     rng = np.random.default_rng([seed, _SPLIT_STREAM[split], index])
@@ -113,18 +113,18 @@ def layout(seed: int, split: str, index: int, k: int) -> tuple[list[str], list[i
     sizes = series_sizes(k)
     points = scatter_points(rng, N_POINTS)
     # Shuffled so that no series is tied to the order points were placed (and drawn) in.
-    point_colors = [c for c, n in zip(series_colors, sizes) for _ in range(n)]
-    point_colors = tuple(point_colors[i] for i in rng.permutation(N_POINTS))
+    by_series = [c for c, n in zip(series_colors, sizes) for _ in range(n)]
+    point_colors = tuple(by_series[i] for i in rng.permutation(N_POINTS))
     return (series_colors, sizes, tuple((round(float(x), 3), round(float(y), 3)) for x, y in points),
             point_colors)
 
 
-def render_stimulus(seed: int, split: str, index: int, k: int) -> Image.Image:
+def render_stimulus(seed: int, split: Split, index: int, k: int) -> Image.Image:
     _, _, points, point_colors = layout(seed, split, index, k)
     return render_scatter(points, point_colors)
 
 
-def make_stimulus(seed: int, split: str, index: int, k: int) -> Stimulus:
+def make_stimulus(seed: int, split: Split, index: int, k: int) -> Stimulus:
     # the series colours are the stream's first draw: the points are placed only when drawn
     rng = np.random.default_rng([seed, _SPLIT_STREAM[split], index])
     series_colors = [PALETTE[c] for c in rng.choice(len(PALETTE), size=k, replace=False)]
@@ -155,8 +155,9 @@ def build(sources: Sources | None = None, seed: int = 0, design: Design = "defau
     k_values = tuple(int(k) for k in k_values)
     if not k_values or min(k_values) < 1 or max(k_values) > len(PALETTE):
         raise ValueError(f"{TASK_ID}: k_values must lie in 1..{len(PALETTE)}, got {k_values}")
+    sizes: tuple[tuple[Split, int], ...] = (("train", n_train), ("test", n_test))
     stimuli = [make_stimulus(seed, split, i, k_values[i % len(k_values)])
-               for split, n in (("train", n_train), ("test", n_test)) for i in range(n)]
+               for split, n in sizes for i in range(n)]
     return StimulusSet(
         task_id=TASK_ID,
         version=VERSION,

@@ -46,7 +46,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from ..sources import DataError, Sources
-from .base import Prompt, Stimulus, StimulusSet
+from .base import ImageSource, Prompt, Stimulus, StimulusSet
 from .montage import (
     balanced_orders,
     majority,
@@ -126,7 +126,8 @@ def read_answers(sources: Sources) -> dict[tuple[int, int, int], list[tuple[int,
             if choice not in (1, 2, 3) or not all(1 <= i <= N_CONCEPTS for i in items):
                 raise DataError(f"{path}: row {row_no} has items {items}, choice {choice}")
             things = [int(to_things[i - 1]) for i in items]
-            triplet = tuple(sorted(things))
+            a, b, c = sorted(things)
+            triplet = (a, b, c)
             if len(set(triplet)) != 3:
                 raise DataError(f"{path}: row {row_no} repeats a concept: {items}")
             rows.append((triplet, worker, triplet.index(things[choice - 1])))
@@ -194,6 +195,7 @@ def build(sources: Sources, seed: int = 0, n_triplets: int | None = None,
         v = all_votes[triplet]
         shown = to_positions(triplet, order)
         target = position_of(odd, order)
+        parts: tuple[ImageSource, ...]
         if root is not None:
             parts = tuple(concept_image(root, concepts[c]) for c in shown)
             image = partial(montage_of, parts)

@@ -1,524 +1,54 @@
 """One flat MLflow run per model battery; tasks are metric prefixes.
 
-Params: model identity, weights revision, readouts, seeds, harness version. Metrics, as each task's
-scoring family declares them (:func:`score_metrics`): the task's headline under its short name
-(``Silhouette.B``: the UI charts it in its "Model metrics" section, the runs table's "Headlines"
-view shows it as a column) with ``_ci_low``/``_ci_high``/``_floor``/``_ceiling``, then
-``<task>/n``, ``<task>/null_rate`` and the family's few secondary scores as ``<task>/<score>``;
-every other score stays in ``intervals.json``. Values are rounded at logging to the precision
-their interval justifies. Artifacts (staged as the tasks finish,
-logged in one call when the run ends): ``records/<task>.jsonl``
-(keys in the record schema's order: identity, response, correctness first) and the same
-records as an MLflow table ``tables/<task>.json`` (a paged grid in the UI), ``intervals.json``
-(unrounded), the resolved recipe and its hash, the stimulus-set hashes and ``figures/*.png``.
-Only the main process logs.
-The default store is ``sqlite:///mlflow.db`` in the working directory (the ./mlruns file store is
-refused by current MLflow); ``MLFLOW_TRACKING_URI`` or the recipe's ``tracking.uri`` override it.
+Params: model identity, weights revision, readouts, seeds, harness version, and each headline's
+``_floor`` and ``_ceiling``. Metrics: at most 40 per run whatever the battery, named and rounded
+as each task's scoring family declares them (:mod:`harness.tracking.metrics`): the task's
+headline under its short name (``Silhouette.B``: the UI charts it in its "Model metrics"
+section, the runs table's "Headlines" view shows it as a column) with ``_ci_lower``/``_ci_upper``,
+``<task>/n``, ``<task>/null_rate`` and the family's few secondary scores as ``<task>/<score>``
+where room remains, and the run's totals (``model_calls``; tokens and cost of an API model);
+every other score stays in ``intervals.json``. Artifacts (staged as the tasks finish, logged in
+one call when the run ends): ``records/<task>.jsonl`` (keys in the record schema's order:
+identity, response, correctness first) and the same records as an MLflow table
+``tables/<task>.json`` (a paged grid in the UI), ``intervals.json`` (unrounded), the resolved
+recipe and its hash, the stimulus-set hashes and ``figures/*.png``. Only the main process logs.
+
+The store and its outages: :mod:`harness.tracking.store`; which run a battery continues:
+:mod:`harness.tracking.batteries`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
-import logging
-import math
 import os
-import re
 import shutil
-import socket
-import sys
 import tempfile
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
-from urllib.parse import urlparse
-from urllib.request import url2pathname
+from typing import Any
 
-from ..errors import GestaltError, TrackingUnavailable
+from ..errors import GestaltError
 from ..models.device import prepares_beside
-from ..scores.record import Score
-from ..scores.tasks import Family, family_of
-from ..trials.distributed import file_lock
-
-DEFAULT_URI = "sqlite:///mlflow.db"
-T = TypeVar("T")
-
-# the experiment's kind as MLflow records it (its API and older UIs read it; 3.17's UI takes the
-# workflow from the browser, which `gestalt ui` sets: harness/tracking/ui_server.py)
-EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
-SHARED_VIEW_KEY = "gestalt-headlines"  # ?viewStateShareKey= this: the runs table with headline columns
-SHARED_VIEW_TAG = "mlflow.sharedViewState." + SHARED_VIEW_KEY
-# the tag holds a saved view (name, times, state): the runs page lists it under "Views"
-SHARED_VIEW_NAME = "Headlines with 95% intervals"
-PLAIN_DIGITS = 4  # significant digits of a number that has no interval
-
-
-def decimals_for(ci_low: float | None, ci_high: float | None) -> int | None:
-    """Decimals an interval justifies: its half-width to two significant digits (0.06 -> 3)."""
-    if ci_low is None or ci_high is None or not math.isfinite(ci_high - ci_low) or ci_high <= ci_low:
-        return None
-    return max(0, 1 - math.floor(math.log10((ci_high - ci_low) / 2)))
-
-
-def rounded(value: float, decimals: int | None) -> float:
-    if not math.isfinite(value) or value == 0:
-        return value
-    if decimals is None:
-        decimals = PLAIN_DIGITS - 1 - math.floor(math.log10(abs(value)))
-    return round(value, max(decimals, 0))
-
-
-HEADLINE_SUFFIXES = ("", "_ci_low", "_ci_high", "_floor", "_ceiling")  # a headline's metrics
-
-
-def score_metrics(task_id: str, scores: Iterable[Score], family: Family | None) -> dict[str, float]:
-    """A task's run metrics, as its scoring family declares them: the task's headline
-    (:meth:`Family.lead_score`) under its short name with ``_ci_low``, ``_ci_high``, ``_floor`` and
-    ``_ceiling``, and the family's few secondary scores as ``<task>/<score>``. Values are rounded
-    to their interval (floor and ceiling, references rather than this estimate, to four
-    significant digits). Every other score and interval is in intervals.json."""
-    if family is None:  # a task this harness no longer declares
-        return {}
-    scores = list(scores)
-    out: dict[str, float] = {}
-    lead = family.lead_score(scores)
-    if lead is not None and lead.value is not None and math.isfinite(lead.value):
-        short = family.short_name(task_id, lead.name)
-        digits = decimals_for(lead.ci_low, lead.ci_high)
-        for suffix, v, d in zip(HEADLINE_SUFFIXES, (lead.value, lead.ci_low, lead.ci_high, lead.floor, lead.ceiling),
-                                (digits, digits, digits, None, None)):
-            if v is not None and math.isfinite(v):
-                out[short + suffix] = rounded(float(v), d)
-    for s in scores:
-        if s.name in family.secondary and s.value is not None and math.isfinite(s.value):
-            out[f"{task_id}/{s.name}"] = rounded(float(s.value), decimals_for(s.ci_low, s.ci_high))
-    return out
-
-
-def record_key_order() -> list[str]:
-    from ..trials import records
-
-    schema = json.loads((Path(records.__file__).parent / "trial_record.schema.json").read_text())
-    return list(schema["properties"])
-
-
-def ordered_record(record: dict[str, Any], order: list[str]) -> dict[str, Any]:
-    """The record's keys in the schema's order (identity, response, correctness first)."""
-    return {**{k: record[k] for k in order if k in record},
-            **{k: v for k, v in record.items() if k not in order}}
-
-
-def records_table(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
-    """Ordered records as an MLflow table in pandas' "split" layout (``columns``, ``data``: what
-    ``mlflow.log_table`` writes and ``mlflow.load_table`` reads); nested values as compact JSON,
-    so every cell is a scalar."""
-    keys = list(dict.fromkeys(k for r in rows for k in r))
-
-    def cell(v: Any) -> Any:
-        return json.dumps(v, separators=(",", ":")) if isinstance(v, (dict, list)) else v
-
-    return {"columns": keys, "data": [[cell(r.get(k)) for k in keys] for r in rows]}
-
-
-def tracking_uri(configured: str | None) -> str:
-    return configured or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
-
-
-def shown_uri(uri: str) -> str:
-    """``uri`` as a message prints it: a user name and password in it become ``***``."""
-    parts = urlparse(uri)
-    if "@" not in parts.netloc:
-        return uri
-    return parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
-
-
-DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}  # stores MLflow reaches itself
-
-
-class TrackingSettingError(GestaltError):
-    """A tracking address the harness cannot use as written."""
-
-
-def check_tracking_server(configured: str | None, setting: str = "tracking.uri", timeout_s: float = 10.0,
-                          must_exist: bool = False) -> None:
-    """Before a run (or a command reading the store): a tracking server, or a database MLflow
-    reaches itself, that does not answer at all (refused, no route, timed out) stops it with one
-    line, before any model is loaded, instead of MLflow's minutes of retries and a traceback.
-    ``configured`` is the address given by ``setting``, None for ``$MLFLOW_TRACKING_URI`` or the
-    default. A server that answers anything, even an error (an auth wall, a proxy's 404), is
-    left to MLflow's own calls. ``must_exist``: a command that only reads the store refuses a
-    sqlite file that is not there (MLflow would make an empty one)."""
-    import urllib.error
-    import urllib.request
-
-    uri = tracking_uri(configured)
-    parts = urlparse(uri)
-    where = (setting if configured else
-             "$MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") else "the default store")
-    db = _sqlite_path(uri)
-    if must_exist and db is not None and not db.is_file():
-        raise TrackingSettingError(f"{uri} ({where}): no MLflow store here (run a recipe first, or "
-                                   f"point {setting} at a store)")
-    dialect = parts.scheme.split("+")[0]
-    if parts.scheme == "postgresql":  # SQLAlchemy 2.1 reads it as psycopg 3 (mlflow/serve.sh says the same)
-        raise TrackingSettingError(f"{where}: {shown_uri(uri)}: write postgresql+psycopg2://... (a bare "
-                                   f"postgresql:// asks for the psycopg 3 driver, which is not installed)")
-    if dialect in DATABASE_PORTS and parts.hostname:
-        try:
-            socket.create_connection((parts.hostname, parts.port or DATABASE_PORTS[dialect]), timeout=timeout_s).close()
-        except OSError as e:
-            raise TrackingUnavailable(_not_answering(uri, where, e)) from None
-        return
-    if parts.scheme not in ("http", "https"):
-        return
-    health = parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1], path=parts.path.rstrip("/") + "/health")
-    try:  # no credentials needed (nor sent) to reach /health
-        urllib.request.urlopen(health.geturl(), timeout=timeout_s).close()
-    except urllib.error.HTTPError:
-        return
-    except OSError as e:  # URLError, a timeout, a reset
-        raise TrackingUnavailable(_not_answering(uri, where, getattr(e, "reason", None) or e)) from None
-
-
-def _not_answering(uri: str, where: str, why: object) -> str:
-    return (f"tracking server {shown_uri(uri)} ({where}) does not answer ({why}): start it (`gestalt ui`, "
-            f"mlflow/serve.sh), point {where} at one that runs, or run with --tracking.enabled=false")
-
-
-def tracking_lost(e: BaseException) -> str | None:
-    """Why the tracking server stopped answering, when ``e`` is MLflow giving up on a request
-    after its own retries (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``: refused, timed out, 5xx); None
-    for any other error."""
-    if "mlflow" not in sys.modules:  # nothing else raises what this looks for
-        return None
-    import requests
-    from mlflow.exceptions import MlflowException
-
-    cause = e.__cause__ or e.__context__
-    if not isinstance(e, MlflowException):
-        return None
-    if isinstance(cause, requests.exceptions.RequestException):
-        errno = re.search(r"\[Errno -?\d+\] [^'\")]+", str(cause))
-        return errno.group(0) if errno else type(cause).__name__
-    import sqlalchemy.exc
-
-    # a database MLflow reaches itself (PostgreSQL, MySQL) that went away; a sqlite file does
-    # not stop answering, and its operational errors (a locked or damaged file) are not outages
-    if isinstance(cause, sqlalchemy.exc.OperationalError) and type(cause.orig).__module__.split(".")[0] != "sqlite3":
-        return str(cause.orig).strip().splitlines()[0]
-    return None
-
-
-_outage = {"budget_s": 0.0}  # outside outage_budget: no retry beyond MLflow's own
-_RETRY_SETTINGS = ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT")
-
-
-@contextlib.contextmanager
-def outage_budget(seconds: float) -> Iterator[None]:
-    """For the calls in the block, the tracking store is retried for up to ``seconds`` after it
-    stops answering (:func:`patiently`), then given up. MLflow's own retries of each request
-    (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``: 7 by default, about 4 minutes) are turned off meanwhile,
-    so the budget alone decides and a process that gave up has no request left backing off; one
-    attempt waits at most ``MLFLOW_HTTP_REQUEST_TIMEOUT`` and never longer than the budget."""
-    before = {k: os.environ.get(k) for k in _RETRY_SETTINGS}
-    timeout = min(int(before["MLFLOW_HTTP_REQUEST_TIMEOUT"] or 120), max(1, int(seconds)))
-    os.environ.update({"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": str(timeout)})
-    # MLflow logs a lost database's traceback before raising; the one line is this harness's
-    quiet = logging.getLogger("mlflow.store.db.utils")
-    level, kept = quiet.level, _outage["budget_s"]
-    quiet.setLevel(logging.CRITICAL)
-    _outage["budget_s"] = float(seconds)
-    try:
-        yield
-    finally:
-        _outage["budget_s"] = kept
-        quiet.setLevel(level)
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def patiently(call: Callable[[], T]) -> T:
-    """``call()`` (one or more tracking-store requests that may be repeated), retried while the
-    store does not answer (:func:`tracking_lost`), for up to the outage budget from the first
-    failed attempt (:func:`outage_budget`), saying so once; then its last error is raised."""
-    give_up, pause = None, 0.5
-    while True:
-        attempt = time.monotonic()
-        try:
-            return call()
-        except Exception as e:
-            why = tracking_lost(e)
-            if why is None:
-                raise
-            now = time.monotonic()
-            if give_up is None:
-                import mlflow
-
-                budget = _outage["budget_s"]
-                if budget <= 0:
-                    raise
-                give_up = attempt + budget
-                logging.getLogger("harness").warning(
-                    f"tracking server {shown_uri(mlflow.get_tracking_uri())} not answering ({why}), "
-                    f"retrying for up to {budget:.0f} s")
-            if now >= give_up:
-                raise
-            time.sleep(min(pause, give_up - now))
-            pause = min(2 * pause, 15.0)
-
-
-# -- run lifecycle: one run per battery, never one left RUNNING by a dead process ------------
-
-BATTERY_KEY = "gestalt.battery_key"  # hash of everything that decides the battery's trials and scores
-BATTERY_FOLDER = "gestalt.battery_folder"  # the id of the folder whose records the run holds
-RECORDS_DIGEST = "gestalt.records_sha256"  # the record files' digest when the battery finished
-OUTCOME = "gestalt.outcome"  # why a run ended FAILED: interrupted, abandoned, all trials null
-
-
-def _sqlite_path(uri: str) -> Path | None:
-    return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
-
-
-def open_store(uri: str, experiment: str) -> str:
-    """Point MLflow at the store and experiment, creating them once; the experiment id.
-
-    On a fresh sqlite store two processes would both run MLflow's schema migration and one dies
-    in alembic ("expected to match one row"); both would also create the experiment. Creation
-    therefore happens under a lock file beside the database."""
-    import mlflow
-
-    db = _sqlite_path(uri)
-    lock = file_lock(db.with_name(db.name + ".lock")) if db else contextlib.nullcontext()
-    def open_experiment() -> str:
-        mlflow.set_tracking_uri(uri)
-        exp = mlflow.get_experiment_by_name(experiment)
-        if exp is None and db is not None:
-            # MLflow would put artifacts in ./mlruns of whatever directory the run starts from;
-            # keep them beside the database instead, so a store is one self-contained folder
-            mlflow.create_experiment(experiment, artifact_location=(db.parent.resolve() / "mlartifacts").as_uri())
-        exp = mlflow.set_experiment(experiment)
-        if exp.tags.get(EXPERIMENT_KIND[0]) != EXPERIMENT_KIND[1]:
-            mlflow.set_experiment_tag(*EXPERIMENT_KIND)
-        return exp.experiment_id
-
-    with lock:
-        if db is None:
-            return patiently(open_experiment)
-        if not db.exists():
-            _create_sqlite_store(db)
-        try:
-            return open_experiment()
-        except Exception as e:
-            if not _sqlalchemy_error(e):
-                raise
-            why = str(e).strip().splitlines()[0]
-            if _holds_runs(db):
-                raise GestaltError(f"{uri}: MLflow cannot open this store ({why}); it holds runs: restore "
-                                   f"it from a copy, or upgrade it (`mlflow db upgrade {uri}`)") from None
-        # a store whose creation a killed process or a full disk left unfinished: nothing in it
-        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
-
-        aside = db.with_name(db.name + ".incomplete")
-        os.replace(db, aside)
-        # MLflow keeps one engine per address, its pooled connections on the file moved aside
-        if (engine := SqlAlchemyStore._engine_map.pop(uri, None)) is not None:
-            engine.dispose()
-        logging.getLogger("harness").warning(
-            f"{db}: an MLflow store whose creation was interrupted, holding no run ({why}): "
-            f"moved aside to {aside} and made again")
-        _create_sqlite_store(db)
-        return open_experiment()
-
-
-def _create_sqlite_store(db: Path) -> None:
-    """A new sqlite store, whole or not at all: MLflow's schema migrations (tens of steps, a
-    second or more) run on ``<name>.creating``, renamed to ``db`` once done; a process killed
-    meanwhile leaves only that file, which the next run starts over."""
-    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
-
-    part = db.with_name(db.name + ".creating")
-    for left in ("", "-journal", "-wal", "-shm"):  # a killed creation's journal must not roll back onto the new file
-        part.with_name(part.name + left).unlink(missing_ok=True)
-    store = SqlAlchemyStore(f"sqlite:///{part}", (db.parent.resolve() / "mlartifacts").as_uri())
-    store.engine.dispose()
-    os.replace(part, db)
-
-
-def _sqlalchemy_error(e: BaseException) -> bool:
-    """``e`` (or what MLflow wrapped) is the database's error: a schema MLflow cannot use."""
-    import sqlalchemy.exc
-    from mlflow.exceptions import MlflowException
-
-    return isinstance(e, sqlalchemy.exc.SQLAlchemyError) or (
-        isinstance(e, MlflowException) and ("schema" in str(e) or isinstance(
-            e.__cause__ or e.__context__, sqlalchemy.exc.SQLAlchemyError)))
-
-
-def _holds_runs(db: Path) -> bool:
-    """Whether the sqlite file has a run in it (or cannot be read as one that has none)."""
-    import sqlite3
-
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
-            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            return "runs" in tables and con.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is not None
-    except sqlite3.Error:
-        return True
-
-
-def _owner_tags() -> dict[str, str]:
-    return {"gestalt.host": socket.gethostname(), "gestalt.pid": str(os.getpid())}
-
-
-FOLDER_ID = ".battery.id"
-
-
-def battery_folder_id(folder: Path) -> str:
-    """The battery folder's own id (random, made once, kept in ``.battery.id``), which the runs
-    writing its records carry (:data:`BATTERY_FOLDER`). Call it holding the folder's lock: the
-    holder knows that any RUNNING run carrying the id lost its process, wherever that ran."""
-    path = folder / FOLDER_ID
-    try:
-        found = path.read_text().strip()
-    except FileNotFoundError:
-        found = ""
-    if re.fullmatch(r"[0-9a-f]{32}", found):
-        return found
-    made = uuid.uuid4().hex
-    path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_name(f"{FOLDER_ID}.{os.getpid()}.part")
-    part.write_text(made + "\n")
-    os.replace(part, path)
-    return made
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _abandoned(run, folder_id: str) -> bool:
-    """RUNNING, but the process that ran it is gone (SIGKILL, power, OOM, a dead node). Either it
-    wrote the battery folder whose lock the caller holds, wherever it ran (another node for a
-    requeued cluster job, another container on the same mounted folder: there its host and pid
-    say nothing), or it ran on this machine and its pid is gone."""
-    if run.info.status != "RUNNING":
-        return False
-    tags = run.data.tags
-    if tags.get(BATTERY_FOLDER) == folder_id:
-        return True
-    pid = tags.get("gestalt.pid", "")
-    return tags.get("gestalt.host") == socket.gethostname() and pid.isdigit() and not _alive(int(pid))
-
-
-@dataclass
-class Prior:
-    """What the store already holds for a battery: the run to continue, if any."""
-
-    run_id: str | None = None
-    up_to_date: bool = False
-    closed: tuple[str, ...] = ()  # abandoned runs of the model marked FAILED
-
-
-def find_battery(experiment_id: str, model_id: str, battery_key: str, records_digest: str,
-                 folder_id: str, new_run: bool = False) -> Prior:
-    """The run of this battery to continue, or None for a new one; marks abandoned runs FAILED.
-
-    The latest run with the same battery key is the battery's run: FINISHED with the same record
-    digest means up to date; otherwise (killed, interrupted, trials missing or repaired) the
-    rerun continues in it, so the experiment keeps one run per battery. A RUNNING run whose
-    process is gone and that will not be continued is closed FAILED with outcome "abandoned".
-    Callers hold the lock of the battery folder ``folder_id`` names, so no live process is inside it."""
-    from mlflow import MlflowClient
-
-    client = MlflowClient()
-    runs = patiently(lambda: client.search_runs([experiment_id], filter_string=f"tags.`gestalt.model` = '{model_id}'",
-                                                order_by=["attributes.start_time DESC"]))
-    mine = [r for r in runs if r.data.tags.get(BATTERY_KEY) == battery_key]
-    prior = Prior()
-    if mine and not new_run:
-        latest = mine[0]
-        if latest.info.status == "FINISHED" and latest.data.tags.get(RECORDS_DIGEST) == records_digest:
-            prior = Prior(run_id=latest.info.run_id, up_to_date=True)
-        elif latest.info.status != "RUNNING" or _abandoned(latest, folder_id):
-            prior = Prior(run_id=latest.info.run_id)
-    closed = []
-    for r in runs:
-        if r.info.run_id != prior.run_id and _abandoned(r, folder_id):
-            patiently(lambda r=r: (client.set_tag(r.info.run_id, OUTCOME, "abandoned"),
-                                   client.set_terminated(r.info.run_id, status="FAILED")))
-            closed.append(r.info.run_id)
-    prior.closed = tuple(closed)
-    return prior
-
-
-def up_to_date_without_mlflow(uri: str, experiment: str, model_id: str, battery_key: str,
-                              records_digest: str) -> tuple[str, dict[str, Any]] | None:
-    """(run id, intervals) when a local sqlite store shows the battery up to date, read with
-    sqlite3 alone (importing MLflow costs more than the rest of a no-op rerun); None whenever
-    this cannot be decided so: another kind of store, an artifact store that is not a local
-    folder, a RUNNING run of the model (it may be abandoned: ``find_battery`` closes it), or
-    anything unexpected. The rule is ``find_battery``'s: the latest active run of the model
-    with this battery key, FINISHED, with this record digest."""
-    import sqlite3
-
-    db = _sqlite_path(uri)
-    if db is None or not db.is_file():
-        return None
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
-            exp = con.execute("SELECT experiment_id FROM experiments WHERE name = ? AND lifecycle_stage = "
-                              "'active'", (experiment,)).fetchone()
-            if exp is None:
-                return None
-            runs = con.execute(
-                "SELECT r.run_uuid, r.status, r.artifact_uri, "
-                "(SELECT value FROM tags WHERE run_uuid = r.run_uuid AND key = ?), "
-                "(SELECT value FROM tags WHERE run_uuid = r.run_uuid AND key = ?) "
-                "FROM runs r JOIN tags m ON m.run_uuid = r.run_uuid AND m.key = 'gestalt.model' AND m.value = ? "
-                "WHERE r.experiment_id = ? AND r.lifecycle_stage = 'active' "
-                "ORDER BY r.start_time DESC, r.run_uuid ASC",
-                (BATTERY_KEY, RECORDS_DIGEST, model_id, exp[0])).fetchall()
-    except sqlite3.Error:
-        return None
-    if any(status == "RUNNING" for _, status, *_ in runs):
-        return None
-    mine = [r for r in runs if r[3] == battery_key]
-    if not mine:
-        return None
-    run_id, status, artifact_uri, _, digest = mine[0]
-    if status != "FINISHED" or digest != records_digest or not (artifact_uri or "").startswith("file:"):
-        return None
-    try:
-        intervals = json.loads((Path(url2pathname(urlparse(artifact_uri).path)) / "intervals.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return run_id, intervals
-
-
-def logged_intervals(run_id: str) -> dict[str, Any]:
-    """intervals.json of a finished run (the scores an up-to-date rerun reports), read in place
-    from a local store (MLflow's download would draw a progress bar)."""
-    import mlflow
-
-    uri = patiently(lambda: mlflow.MlflowClient().get_run(run_id).info.artifact_uri)
-    if uri.startswith("file:"):
-        return json.loads((Path(url2pathname(urlparse(uri).path)) / "intervals.json").read_text())
-    return patiently(lambda: mlflow.artifacts.load_dict(f"{uri}/intervals.json"))
+from ..scores.tasks import family_of
+from .batteries import OUTCOME, RECORDS_DIGEST, owner_tags
+from .metrics import (
+    MAX_RUN_METRICS,
+    RUN_TOTALS,
+    anchor_params,
+    ordered_record,
+    plan_metrics,
+    record_key_order,
+    records_table,
+    rounded,
+    score_metrics,
+)
+from .store import SHARED_VIEW_NAME, SHARED_VIEW_TAG, open_store, patiently, tracking_lost
 
 
 def _lowest_priority() -> None:
@@ -569,14 +99,16 @@ class BatteryRun:
     is ended: each store call is a round trip, over the network for a tracking server."""
 
     def __init__(self, *, uri: str, experiment: str, run_name: str, tags: dict[str, str],
-                 resume: str | None = None, experiment_id: str | None = None,
-                 device: Callable[[], str | None] | None = None):
+                 tasks: Sequence[str], totals: Sequence[str] = RUN_TOTALS, resume: str | None = None,
+                 experiment_id: str | None = None, device: Callable[[], str | None] | None = None):
         import mlflow
 
         self.mlflow = mlflow
+        self.plan = plan_metrics(tasks, totals)  # the battery's ``tasks``; ``totals``: its run-level metrics
+        self._curves: set[str] = set()  # training-curve metrics logged, in the room the plan leaves
         self.experiment_id = experiment_id or open_store(uri, experiment)
         self.run_name = run_name
-        self.tags = {**tags, **_owner_tags()}
+        self.tags = {**tags, **owner_tags()}
         self.resume = resume
         self.outcome: str | None = None
         self.run: Any = None  # mlflow.ActiveRun once entered
@@ -664,22 +196,32 @@ class BatteryRun:
             clean = {k: v for k, v in clean.items() if k not in logged}
         patiently(lambda: self.mlflow.log_params(clean))
 
-    def log_task(self, task_id: str, scores, records: list[dict], extra_metrics: dict[str, float],
-                 figures: dict[str, Any], records_path: Path) -> None:
-        """A task's metrics now; its records (JSONL and table) and figures are staged and logged
-        with the battery's other artifacts when it ends (or, but for the figures, when it fails)."""
+    def log_task(self, task_id: str, scores, records: list[dict], figures: dict[str, Any],
+                 records_path: Path) -> None:
+        """A task's metrics (as the run's :class:`~harness.tracking.metrics.MetricPlan` has them)
+        and its headline's floor and ceiling (params) now; its records (JSONL and table) and
+        figures are staged and logged with the battery's other artifacts when it ends (or, but for
+        the figures, when it fails)."""
+        from mlflow.entities import Metric, Param
+
+        if task_id not in self.plan.tasks:
+            raise GestaltError(f"task {task_id}: not one of the battery run's tasks ({', '.join(self.plan.tasks)})")
         for name, fig in figures.items():  # first: they render while the work below goes on
             self._save_figure(name, fig)
-        metrics = score_metrics(task_id, scores, family_of(task_id))
-        n = len(records)
-        nulls = sum(r["parse_status"] != "ok" for r in records)
-        metrics[f"{task_id}/n"] = float(n - nulls)
-        metrics[f"{task_id}/null_rate"] = rounded(nulls / n, None) if n else 0.0
-        metrics.update(extra_metrics)
-        patiently(lambda: self.mlflow.log_metrics(metrics))
-        # the runs table's columns: each headline and its interval (floor and ceiling on the run's page)
-        self._headline.update(dict.fromkeys(k for k in metrics if "/" not in k
-                                            and not k.endswith(("_floor", "_ceiling"))))
+        scores, family = list(scores), family_of(task_id)
+        metrics = (score_metrics(task_id, scores, family, self.plan.kinds)
+                   if self.plan.task_names(task_id) else {})
+        if "counts" in self.plan.kinds:
+            n = len(records)
+            nulls = sum(r["parse_status"] != "ok" for r in records)
+            metrics[f"{task_id}/n"] = float(n - nulls)
+            metrics[f"{task_id}/null_rate"] = rounded(nulls / n, None) if n else 0.0
+        now = int(time.time() * 1000)
+        batch = [Metric(k, v, now, 0) for k, v in metrics.items()]
+        params = [Param(k, str(v)) for k, v in anchor_params(task_id, scores, family).items()]
+        patiently(lambda: self.mlflow.MlflowClient().log_batch(self.run_id, metrics=batch, params=params))
+        # the runs table's columns: each headline and its interval
+        self._headline.update(dict.fromkeys(k for k in metrics if "/" not in k))
         order = record_key_order()
         # the artifact viewer shows a line's start: identity, response and correctness first
         rows = [ordered_record(r, order) for r in records]
@@ -799,7 +341,7 @@ class BatteryRun:
         if all(c in state["selectedColumns"] for c in columns):
             return
         state["selectedColumns"] = list(dict.fromkeys([*state["selectedColumns"], *columns]))
-        # wide enough for the whole name (the default width cuts "Series_count.acc_ci_high")
+        # wide enough for the whole name (the default width cuts "Series_count.acc_ci_upper")
         widths = {c: 40 + 8 * len(n) for c, n in zip(columns, names)}
         state["columnWidths"] = {**state.get("columnWidths", {}), **widths}
         now = int(time.time() * 1000)
@@ -808,7 +350,11 @@ class BatteryRun:
              "state": json.dumps(state)}))
 
     def log_metrics(self, metrics: dict[str, float]) -> None:
-        """Run-level metrics of the battery (an API model's tokens and cost)."""
+        """Run-level metrics of the battery, its plan's totals (model calls; an API model's tokens
+        and cost)."""
+        if unplanned := set(metrics) - set(self.plan.totals):
+            raise GestaltError(f"run metrics {', '.join(sorted(unplanned))}: not among the battery's "
+                               f"totals ({', '.join(self.plan.totals)})")
         if metrics:
             patiently(lambda: self.mlflow.log_metrics(metrics))
 
@@ -826,51 +372,35 @@ class BatteryRun:
                      artifacts: dict[str, Path]) -> None:
         """Training curves (per fold, per epoch) and the checkpoint of a model trained for a task.
 
-        The curves go in batches of MLflow's most metrics per call, not a store write per epoch
-        (a store round trip each); the checkpoint is staged with the run's artifacts."""
+        The curves are always a table (``tables/<task>.training.json``), and metric histories
+        (charts on the run's page) where the run's
+        :class:`~harness.tracking.metrics.MetricPlan` leaves room for all of them; those go in
+        batches of MLflow's most metrics per call, not a store write per epoch (a store round
+        trip each). The checkpoint is staged with the run's artifacts."""
         from mlflow.entities import Metric
         from mlflow.utils.validation import MAX_METRICS_PER_BATCH
 
+        rows = [{"fold": fold, **row} for fold, epochs in enumerate(history) for row in epochs]
+        if rows:
+            table = f"tables/{task_id.replace(':', '--')}.training.json"
+            self._staged(table).write_text(json.dumps(records_table(rows)))
+            self._tables.append(table)
         now = int(time.time() * 1000)
         curves = [Metric(f"{task_id}/train" + (f"/fold{fold}" if len(history) > 1 else "") + f"/{k}",
                          float(v), now, int(row.get("epoch", 0)))
                   for fold, epochs in enumerate(history) for row in epochs for k, v in row.items()
                   if k != "epoch" and v is not None and v == v]
+        keys = {m.key for m in curves} - self._curves
+        if len(self.plan.names()) + len(self._curves) + len(keys) > MAX_RUN_METRICS:
+            curves = [m for m in curves if m.key in self._curves]
+        self._curves |= {m.key for m in curves}
         client = self.mlflow.MlflowClient()
         for start in range(0, len(curves), MAX_METRICS_PER_BATCH):
-            patiently(lambda batch=curves[start:start + MAX_METRICS_PER_BATCH]:
-                      client.log_batch(self.run_id, metrics=batch))
+            patiently(functools.partial(client.log_batch, self.run_id,
+                                        metrics=curves[start:start + MAX_METRICS_PER_BATCH]))
         for path in artifacts.values():
             staged = self._staged(f"models/{task_id}/{path.name}")
             try:  # a link costs nothing where a checkpoint is hundreds of megabytes
                 os.link(path, staged)
             except OSError:  # another file system
                 shutil.copyfile(path, staged)
-
-
-DEFAULT_UI = "http://127.0.0.1:5000"  # `gestalt ui`'s address unless --port says otherwise
-
-
-def ui_address_file(db: Path) -> Path:
-    """Beside a sqlite store, while `gestalt ui` serves it: the address it serves it on."""
-    return db.with_name(db.name + ".ui")
-
-
-def ui_base(uri: str) -> str:
-    """Where a browser finds the MLflow UI of store ``uri``: a tracking server itself (without
-    credentials), or for a local store the address `gestalt ui` serves it on now, else that
-    command's default address."""
-    parts = urlparse(uri)
-    if parts.scheme in ("http", "https"):
-        return parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]).geturl().rstrip("/")
-    db = _sqlite_path(uri)
-    if db is not None:
-        with contextlib.suppress(OSError):
-            return ui_address_file(db).read_text().strip() or DEFAULT_UI
-    return DEFAULT_UI
-
-
-def runs_table_url(base: str, experiment_id: str) -> str:
-    """The experiment's runs table (not the GenAI overview) with the headline metric columns."""
-    return (f"{base}/#/experiments/{experiment_id}/runs"
-            f"?viewStateShareKey={SHARED_VIEW_KEY}&workflowType=machine_learning")

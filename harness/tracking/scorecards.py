@@ -15,7 +15,7 @@ For one FINISHED battery run:
 3. ``mlflow.register_model("models:/<model_id>", name)``, an alias on that version, identity and
    provenance as version tags. Registered versions carry no metrics in the OSS store (docs/design.md,
    "MLflow notes"), so the headline scores are the version's description, a Markdown table MLflow renders
-   (:func:`~harness.tracking.mlflow_run.scorecard_markdown`). Registering the same run again
+   (:func:`scorecard_markdown`). Registering the same run again
    reuses its version.
 
 Known MLflow 3.17.2 bug (docs/design.md, "MLflow notes"): ``search_logged_models(datasets=[{"dataset_name":
@@ -35,17 +35,18 @@ import math
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
-from collections.abc import Iterator
 
 from ..errors import GestaltError
 from ..scores.bootstrap import interval_methods
 from ..scores.record import Score
 from ..scores.tasks import family_of
-from .mlflow_run import HEADLINE_SUFFIXES, ui_base
+from .metrics import HEADLINE_SUFFIXES
+from .store import ui_base
 
 DIGEST_CHARS = 36  # MLflow's dataset digest columns are String(36)
 ALIAS = re.compile(r"^[\w-]+$")

@@ -12,7 +12,7 @@ its columns per experiment in local storage too (``MLflowLocalStorage-1.1-Experi
 This application wraps MLflow's (``mlflow.server.fastapi_app``) and adds one script to the
 page it serves at ``/``: where the browser holds no choice yet, it stores the model-training
 workflow and, for each experiment whose runs logged headlines, the runs-table columns of its
-"Headlines" view (the experiment tag :data:`~harness.tracking.mlflow_run.SHARED_VIEW_TAG`).
+"Headlines" view (the experiment tag :data:`~harness.tracking.store.SHARED_VIEW_TAG`).
 A choice the user makes in the UI is stored over it and kept. Everything else is MLflow's.
 
 Run by uvicorn in the process `gestalt ui` starts (:func:`serve_ui`, :func:`server_command`),
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import GestaltError
-from .mlflow_run import SHARED_VIEW_TAG, _sqlite_path, runs_table_url, shown_uri, ui_address_file
+from .store import SHARED_VIEW_TAG, runs_table_url, shown_uri, sqlite_path, ui_address_file
 
 WORKFLOW_KEY = "mlflow.workflowType_v1"  # the UI's useLocalStorage key "mlflow.workflowType", version 1
 RUNS_STATE_KEY = "MLflowLocalStorage-1.1-ExperimentPage-{ids}-ReactComponentState"
@@ -160,7 +160,7 @@ def serve_ui(uri: str, *, port: int, experiment: str, echo: Callable[[str], None
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     cmd, env = server_command(uri, port, verbose)
     proc = subprocess.Popen(cmd, env={**os.environ, **env}, start_new_session=True)
-    db = _sqlite_path(uri)
+    db = sqlite_path(uri)
     address = ui_address_file(db) if db is not None else None
     try:
         deadline = time.monotonic() + 120

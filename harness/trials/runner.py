@@ -18,10 +18,11 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from ..models.base import Generation, ModelAdapter, ModelSpec, fingerprint_hash
+from ..models.api_batch import BatchJob, batch_job
+from ..models.base import Generation, ModelAdapter, ModelError, ModelSpec, fingerprint_hash
 from ..models.device import (chunk_size, free_device_memory, hub_progress_bars, is_cuda, keep_cpu_heap,
                              prepares_beside)
-from ..readouts.base import Response
+from ..readouts.base import EmbeddingCache, Response
 from ..readouts.parse import failed_call
 from ..readouts.registry import get_readout
 from ..stimuli.base import StimulusSet, prefetched
@@ -164,7 +165,9 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
     n_reps = readout.n_reps  # a readout may multiply repetitions (every montage permutation x n_reps)
     settings = readout.settings
     trials = [(s, rep) for s in stimset.test for rep in range(n_reps)]
-    keys = trial_keys(task.task_id, stimset, model_spec.id, readout, fingerprint_hash(adapter.fingerprint))
+    fingerprint = fingerprint_hash(adapter.fingerprint)
+    keys = trial_keys(task.task_id, stimset, model_spec.id, readout, fingerprint)
+    readout.embeddings = EmbeddingCache(store.path.with_suffix(".probe-train.npz"), fingerprint)
 
     if dist.is_main:
         store.completed(keys)  # repairs a torn tail and moves stale records aside
@@ -182,6 +185,18 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
             readout.prepare_ahead = prepares_beside(adapter.device)
             readout.prepare(adapter)
             mine = dist.shard(len(pending))
+            model = adapter
+            batch = batch_job(adapter.adapter, store.path, echo)
+            if batch is not None:
+                if dist.world > 1:
+                    raise ModelError(f"model {model_spec.id!r}: options.batch sends one batch per task from "
+                                     f"one process; run it with runtime.processes 1")
+                if not batch.submitted:
+                    _collect(readout, batch, [(s, rep, trial_id(task.task_id, s.stimulus_id, model_spec.id, rep))
+                                              for s, rep in pending], chunk_size(model_spec))
+                    batch.submit()
+                batch.wait()
+                model = CountingAdapter(batch.answerer(), adapter.device)
             bar = None
             if progress and dist.is_main:
                 from tqdm import tqdm
@@ -204,7 +219,7 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
                 for rep, items in by_rep.items():
                     readout.rep = rep
                     t0 = time.perf_counter()
-                    responses = _respond(readout, adapter, [loaded[s.stimulus_id] for s, _ in items])
+                    responses = _respond(readout, model, [loaded[s.stimulus_id] for s, _ in items])
                     per_trial = (time.perf_counter() - t0) / len(items)
                     records = []
                     for (s, pad), r in zip(items, responses):
@@ -227,6 +242,9 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
                     bar.update(min(len(chunk) * dist.world, bar.total - bar.n))
             if bar is not None:
                 bar.close()
+            if batch is not None:
+                adapter.calls += model.calls
+                batch.finish()
     dist.barrier()
     done = _read_done(store, keys)
     ordered = [done[trial_id(task.task_id, s.stimulus_id, model_spec.id, rep)] for s, rep in trials
@@ -236,6 +254,20 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
     return TaskResult(task.task_id, ordered, sum(dist.gather([new])),
                       sum(dist.gather([adapter.calls - calls_before])), readout_name, settings=settings,
                       artifacts=readout.artifacts(adapter))
+
+
+def _collect(readout: Any, batch: BatchJob, pending: list[tuple[Any, int, str]], size: int) -> None:
+    """The requests of the pending trials, built by the readout as it would send them, gathered
+    into the batch (nothing is sent, nothing recorded)."""
+    collector = batch.collector()
+    for start in range(0, len(pending), size):
+        by_rep: dict[int, list[tuple[Any, str]]] = {}
+        for s, rep, tid in pending[start:start + size]:
+            by_rep.setdefault(rep, []).append((s, tid))
+        for rep, items in by_rep.items():
+            readout.rep = rep
+            batch.expect([tid for _, tid in items])
+            _respond(readout, collector, [s for s, _ in items])
 
 
 def _read_done(store: RecordStore, keys: dict[str, str]) -> dict[str, dict]:

@@ -16,7 +16,7 @@ MODELS = ("fake-api", "fake-api-2")
 @pytest.mark.slow
 @pytest.mark.parametrize("store", ["fresh", "existing"])
 def test_two_processes_on_one_folder_compute_each_trial_once(tmp_path, store):
-    from harness.tracking.mlflow_run import open_store
+    from harness.tracking.store import open_store
 
     with FakeVendorServer(key=life.KEY, answer=life.answer, delay_s=0.01) as server:
         path = life.api_recipe(tmp_path, server.url, models=MODELS)

@@ -22,7 +22,8 @@ SEED = int(os.environ.get("GESTALT_RELIABILITY_SEED", "0"))
 
 def scores(folder, run) -> dict:
     """intervals.json as the run logged it (the score table, with intervals)."""
-    from harness.tracking.mlflow_run import logged_intervals, open_store
+    from harness.tracking.batteries import logged_intervals
+    from harness.tracking.store import open_store
 
     open_store(f"sqlite:///{folder}/mlflow.db", "life")
     return logged_intervals(run.info.run_id)

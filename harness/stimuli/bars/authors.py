@@ -25,6 +25,8 @@ from PIL import Image
 from ...sources import DataError
 from ...sources.store import file_sha256
 from ..base import Stimulus
+from . import grape, layout
+from .words import WORDS
 
 RENDERED_BY = "rendered_by"
 AUTHORS = "grape-authors"
@@ -66,3 +68,37 @@ def authors_test_stimuli(folder: str | Path, tag: str, chart_type: int,
             manipulated_value={"parameter": RENDERED_BY, "level": AUTHORS},
             meta={"generator": AUTHORS, "chart_type": chart_type, "subset": AUTHORS, "file": image.name}))
     return out
+
+
+def read_type1_charts(images: np.ndarray, seed: int = 0) -> grape.GrapeCharts:
+    """The parameters of IID type-1 charts (7-px bars, 1-px stroke) read off their (n, 150, 150, 3)
+    pixels: bar heights, the two marked bars, background, fill and stroke colours. The words
+    cannot be read back: they are drawn from gestalt's list with ``seed``."""
+    lefts = layout.element_lefts(1, grape.BAR_WIDTH, grape.LINE_THICKNESS, -1)
+    cols = [layout.PLOT_X + x + 3 for x in lefts]  # each bar's middle column
+    n = len(images)
+    bg = images[:, 5, 5]
+    rows = np.arange(layout.PLOT_Y, layout.PLOT_Y + layout.BASELINE)
+    heights = np.zeros((n, 10), np.int16)
+    for k, c in enumerate(cols):
+        ink = (images[:, rows, c] != bg[:, None]).any(axis=2)  # (n, rows)
+        heights[:, k] = layout.PLOT_Y + layout.BASELINE - rows[ink.argmax(axis=1)]
+    dot_row = layout.PLOT_Y + layout.BASELINE - grape.DOT_BOTTOM
+    dots = np.stack([(images[:, dot_row, c] == 0).all(axis=1) for c in cols], axis=1)
+    if not (dots.sum(axis=1) == 2).all():
+        raise DataError(f"charts {np.flatnonzero(dots.sum(axis=1) != 2)[:5]}: not two marked bars")
+    marked = np.sort(np.argsort(~dots, axis=1, kind="stable")[:, :2], axis=1).astype(np.int8)
+    fill = images[:, dot_row + 2, cols[0]]
+    stroke = images[np.arange(n), layout.PLOT_Y + layout.BASELINE - heights[:, 0], cols[0]]
+    rng = np.random.default_rng(seed)
+
+    def full(v, dtype=np.int16):
+        return np.full(n, v, dtype=dtype)
+
+    return grape.GrapeCharts(
+        chart_type=1, values=heights.copy(), heights=heights, marked=marked, background=bg,
+        fills=np.repeat(fill[:, None], grape.STACK_SEGMENTS, axis=1), stroke=stroke,
+        bar_width=full(grape.BAR_WIDTH), bar_gap=full(-1), line_thickness=full(grape.LINE_THICKNESS),
+        dot_bottom=full(grape.DOT_BOTTOM), dot_offset=full(grape.DOT_OFFSET),
+        title_left=full(np.nan, np.float32), title_shift=full(0, np.float32), title_size=full(grape.TITLE_SIZE),
+        words=rng.integers(0, len(WORDS), (n, 3)).astype(np.int16))

@@ -143,8 +143,9 @@ class GrapeCharts:
 
     @staticmethod
     def concat(parts: list[GrapeCharts]) -> GrapeCharts:
-        return replace(parts[0], **{f.name: np.concatenate([getattr(p, f.name) for p in parts])
-                                    for f in _ARRAY_FIELDS})
+        arrays: dict[str, Any] = {f.name: np.concatenate([getattr(p, f.name) for p in parts])
+                                  for f in _ARRAY_FIELDS}
+        return replace(parts[0], **arrays)
 
 
 _ARRAY_FIELDS = [f for f in fields(GrapeCharts) if f.name != "chart_type"]
@@ -285,7 +286,8 @@ def apply_settings(charts: GrapeCharts, settings: dict[str, Any], rng: np.random
     perturbed chart is its IID twin with one property altered. ``rng`` draws new values for
     ``values.valueRange``. An unknown key is an error naming it and ``where``.
     """
-    n, stacked, out = len(charts), charts.is_stacked, {}
+    n, stacked = len(charts), charts.is_stacked
+    out: dict[str, Any] = {}
     for key, value in settings.items():
         if key in _FLAGS:
             continue
@@ -414,6 +416,7 @@ def perturbation_levels(sources: Sources, chart_type: int, form: str = "config")
                 ("background_lightness", 1.0), ("stroke_lightness", -1.0)):
             continue
         out.append(lv)
+    settings: dict[str, Any]
     for shift in PAPER_TITLE_SHIFTS:
         settings = {PAPER_TITLE_SHIFT: shift}
         out.append(Level("title_position", level_value("title_position", apply_settings(

@@ -114,14 +114,13 @@ def _candidates(chart_type: int, m: int, rng: np.random.Generator, values: str =
     """m candidate samples: (values (m, 10), marked (m, 2), label (m,), valid (m,)).
 
     The default options draw exactly as before they existed (same calls, same order)."""
-    if values == "random":
-        a = b = None  # the marked bars keep their random values, read back below
-    else:
+    pair: tuple[np.ndarray, np.ndarray] | None = None  # None: the marked bars keep random values
+    if values != "random":
         pool = VALUE_SETS[values]
         ia = rng.integers(0, len(pool), m)
         ib = (ia + rng.integers(1, len(pool), m)) % len(pool)  # uniform over the others
-        a, b = pool[ia].astype(np.int64), pool[ib].astype(np.int64)
-    valid = np.ones(m, bool)
+        pair = pool[ia].astype(np.int64), pool[ib].astype(np.int64)
+    valid: np.ndarray = np.ones(m, bool)
     vals = np.zeros((m, 10), np.int64)
     if chart_type in (1, 3):
         vals[:] = rng.integers(*DISTRACTOR_RANGE, (m, 10))
@@ -131,15 +130,21 @@ def _candidates(chart_type: int, m: int, rng: np.random.Generator, values: str =
         else:
             pos = np.tile((1, 2) if chart_type == 1 else (1, 6), (m, 1))
         rows = np.arange(m)
-        if a is None:
+        if pair is None:
             a, b = vals[rows, pos[:, 0]], vals[rows, pos[:, 1]]
         else:
+            a, b = pair
             vals[rows, pos[:, 0]], vals[rows, pos[:, 1]] = a, b
-    elif chart_type == 2:
+        label = np.minimum(a, b) / np.maximum(a, b)
+        return vals, pos, label, valid
+    if pair is None:
+        raise ValueError(f"values='random' does not apply to chart type {chart_type}")
+    a, b = pair
+    if chart_type == 2:
         vals[:, 0], vals[:, 5] = a, b
         vals[:, 1:5] = _segments(rng, (93 - a) // 4, 4, 8)
         vals[:, 6:10] = _segments(rng, (93 - b) // 4, 4, 8)
-        pos = (0, 5)
+        fixed_pos = (0, 5)
     elif chart_type == 4:
         vals[:, 0:4] = _segments(rng, (93 - a) // 4, 4, 8)
         vals[:, 4] = a
@@ -151,17 +156,16 @@ def _candidates(chart_type: int, m: int, rng: np.random.Generator, values: str =
         valid = ok.any(axis=1)
         vals[:, 5:9] = tries[np.arange(m), first]
         vals[:, 9] = b
-        pos = (4, 9)
+        fixed_pos = (4, 9)
     else:
         high = (93 - a - b) // 3
         valid = high > 3  # else NumPy's randint(3, high) raises and Haehn skips the sample
         vals[:, 0:3] = _segments(rng, np.where(valid, high, 4), 3, 3)
         vals[:, 3], vals[:, 4] = a, b
         vals[:, 5:10] = rng.integers(*TYPE5_RIGHT_RANGE, (m, 5))
-        pos = (3, 4)
+        fixed_pos = (3, 4)
     label = np.minimum(a, b) / np.maximum(a, b)
-    pos = np.asarray(pos)
-    return vals, (pos if pos.ndim == 2 else np.tile(pos, (m, 1))), label, valid
+    return vals, np.tile(np.asarray(fixed_pos), (m, 1)), label, valid
 
 
 def sample_haehn_splits(chart_type: int, sizes: dict[str, int], rng: np.random.Generator,
@@ -198,9 +202,9 @@ def sample_haehn_splits(chart_type: int, sizes: dict[str, int], rng: np.random.G
     all_values = np.concatenate([c[0] for c in chunks]).astype(np.int16)
     all_marked = np.concatenate([c[1] for c in chunks]).astype(np.int8)
     out = {}
-    for split, idx in zip(SPLITS, picked):
+    for split, chosen in zip(SPLITS, picked):
         if split in sizes:
-            idx = np.asarray(idx, dtype=np.int64)
+            idx = np.asarray(chosen, dtype=np.int64)
             seeds = rng.integers(0, 2**63 - 1, len(idx), dtype=np.int64).astype(np.uint64)
             out[split] = HaehnCharts(chart_type, all_values[idx], all_marked[idx], seeds, noise)
     return out

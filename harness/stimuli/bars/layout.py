@@ -175,7 +175,7 @@ def grape_plot_ops(c: GrapeCharts, i: int) -> list[tuple]:
     """Bars or segments, then the two dots (image coordinates)."""
     t = int(c.line_thickness[i])
     stroke, fills = c.stroke[i], c.fills[i]
-    ops = []
+    ops: list[tuple] = []
     for k, (x0, y0, x1, y1) in enumerate(element_boxes(c, i)):
         fill = fills[0] if c.chart_type in BAR_TYPES else fills[k % 5]
         ops.append((BAR, x0 + PLOT_X, y0 + PLOT_Y, x1 + PLOT_X, y1 + PLOT_Y, fill, stroke, t))

@@ -123,12 +123,17 @@ def _backgrounds(colours: np.ndarray, size: int) -> np.ndarray:
     return out.reshape(len(colours), size, size, 3)
 
 
+def _indices(n: int, idx: Sequence[int] | None) -> np.ndarray:
+    """The chart indices ``idx`` as an array, all n charts by default."""
+    return np.arange(n) if idx is None else np.asarray(idx, dtype=np.int64)
+
+
 def render_grape(c: GrapeCharts, idx: Sequence[int] | None = None) -> np.ndarray:
     """(n, 150, 150, 3) uint8 RGB of the charts at ``idx`` (all by default)."""
-    idx = np.arange(len(c)) if idx is None else np.asarray(idx, dtype=np.int64)
-    out = _backgrounds(c.background[idx], SIZE)
+    at = _indices(len(c), idx)
+    out = _backgrounds(c.background[at], SIZE)
     groups: dict[tuple, list[int]] = defaultdict(list)
-    for j, i in enumerate(idx.tolist()):
+    for j, i in enumerate(at.tolist()):
         img = out[j]
         for op in grape_plot_ops(c, i):
             paint(img, op)
@@ -139,7 +144,7 @@ def render_grape(c: GrapeCharts, idx: Sequence[int] | None = None) -> np.ndarray
             v = out[sel, rows, cols].astype(np.uint16)
             v *= keep
             out[sel, rows, cols] = _div255(v)
-    for j, i in enumerate(idx.tolist()):
+    for j, i in enumerate(at.tolist()):
         img = out[j]
         for op in grape_title_ops(c, i):
             paint(img, op)
@@ -148,14 +153,14 @@ def render_grape(c: GrapeCharts, idx: Sequence[int] | None = None) -> np.ndarray
 
 def render_haehn(c: HaehnCharts, idx: Sequence[int] | None = None) -> np.ndarray:
     """(n, 100, 100) uint8: ink 255 on 0, or with noise ink 242-254 on 0-12."""
-    idx = np.arange(len(c)) if idx is None else np.asarray(idx, dtype=np.int64)
-    out = np.zeros((len(idx), HAEHN_SIZE, HAEHN_SIZE), np.uint8)
-    for j, i in enumerate(idx.tolist()):
+    at = _indices(len(c), idx)
+    out = np.zeros((len(at), HAEHN_SIZE, HAEHN_SIZE), np.uint8)
+    for j, i in enumerate(at.tolist()):
         img = out[j]
         for op in haehn_ops(c, i):
             paint(img, op)
     if c.noise:
-        for j, i in enumerate(idx.tolist()):
+        for j, i in enumerate(at.tolist()):
             noise = np.random.default_rng(int(c.noise_seed[i])).integers(
                 0, NOISE_LEVELS, (HAEHN_SIZE, HAEHN_SIZE), dtype=np.uint8)
             out[j] = np.where(out[j] > 0, INK_WITH_NOISE, 0).astype(np.uint8) + noise
@@ -164,11 +169,14 @@ def render_haehn(c: HaehnCharts, idx: Sequence[int] | None = None) -> np.ndarray
 
 def target_masks(c: Charts, idx: Sequence[int] | None = None) -> np.ndarray:
     """(n, H, W) bool: the filled boxes of the two marked bars or segments."""
-    idx = np.arange(len(c)) if idx is None else np.asarray(idx, dtype=np.int64)
-    size, boxes = (SIZE, target_boxes) if isinstance(c, GrapeCharts) else (HAEHN_SIZE, haehn_target_boxes)
-    out = np.zeros((len(idx), size, size), bool)
-    for j, i in enumerate(idx.tolist()):
-        for x0, y0, x1, y1 in boxes(c, i):
+    at = _indices(len(c), idx).tolist()
+    if isinstance(c, GrapeCharts):
+        size, boxes = SIZE, [target_boxes(c, i) for i in at]
+    else:
+        size, boxes = HAEHN_SIZE, [haehn_target_boxes(c, i) for i in at]
+    out = np.zeros((len(at), size, size), np.bool_)
+    for j, chart_boxes in enumerate(boxes):
+        for x0, y0, x1, y1 in chart_boxes:
             out[j, y0:y1 + 1, x0:x1 + 1] = True
     return out
 
@@ -213,19 +221,18 @@ def render_stimuli(stimuli: Sequence[Stimulus]) -> np.ndarray:
     """Uint8 array (n, H, W[, C]) of the stimuli's images, batch-rendered where they are charts."""
     if not stimuli:
         raise ValueError("render_stimuli: no stimuli")
-    groups: dict[tuple[int, bool], list[int]] = defaultdict(list)
+    # charts rendered together per (batch, mask); other images loaded one by one
+    groups: dict[tuple[int, bool], list[tuple[int, ChartImage]]] = defaultdict(list)
+    parts: dict[int, np.ndarray] = {}
     for j, s in enumerate(stimuli):
         src = s.image_source
-        key = (id(src.charts), src.mask) if isinstance(src, ChartImage) else (-1, False)
-        groups[key].append(j)
-    parts: dict[int, np.ndarray] = {}
-    for (gid, mask), js in groups.items():
-        if gid == -1:
-            arrays = [np.asarray(stimuli[j].image) for j in js]
+        if isinstance(src, ChartImage):
+            groups[(id(src.charts), src.mask)].append((j, src))
         else:
-            charts = stimuli[js[0]].image_source.charts
-            arrays = list(render(charts, [stimuli[j].image_source.index for j in js], mask))
-        parts.update(zip(js, arrays))
+            parts[j] = np.asarray(s.image)
+    for (_, mask), group in groups.items():
+        images = render(group[0][1].charts, [src.index for _, src in group], mask)
+        parts.update(zip([j for j, _ in group], images))
     shapes = {a.shape for a in parts.values()}
     if len(shapes) > 1:
         raise ValueError(f"render_stimuli: images of different shapes {sorted(shapes)}")

@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import Field
 
 from ...sources import Sources
-from ..base import Prompt, Stimulus, StimulusSet
+from ..base import Prompt, Split, Stimulus, StimulusSet
 from .authors import authors_test_stimuli
 from .colours import load_pools
 from .grape import (
@@ -63,7 +63,7 @@ def _level_stream(parameter: str, level: Any) -> int:
     return 1000 + int(hashlib.sha256(f"{parameter}|{level}".encode()).hexdigest()[:8], 16)
 
 
-def _stimuli(charts, tag: str, subset: str, split: str, mask: bool, generator: str,
+def _stimuli(charts, tag: str, subset: str, split: Split, mask: bool, generator: str,
              manipulated=None, base_ids=None, meta: dict[str, Any] | None = None) -> list[Stimulus]:
     out = []
     for i, target in enumerate(charts.target.tolist()):
@@ -83,12 +83,12 @@ def _select_levels(levels, ood) -> list:
     if ood == "all":
         return levels
     known = sorted(set(PARAMETERS.values()))
-    wanted = ood if isinstance(ood, dict) else {p: None for p in ood}
+    wanted: dict[str, list[Any] | None] = ood if isinstance(ood, dict) else {p: None for p in ood}
     for p in wanted:
         if p not in known:
             raise ValueError(f"unknown OOD parameter {p!r}; known: {', '.join(known)}")
     out = [lv for lv in levels if lv.parameter in wanted
-           and (wanted[lv.parameter] is None or lv.level in wanted[lv.parameter])]
+           and ((want := wanted[lv.parameter]) is None or lv.level in want)]
     for p, want in wanted.items():
         have = {lv.level for lv in levels if lv.parameter == p}
         missing = [] if want is None else [w for w in want if w not in have]

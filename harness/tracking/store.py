@@ -1,0 +1,305 @@
+"""Where the tracking store is, whether it answers, and where a browser finds it.
+
+The default store is ``sqlite:///mlflow.db`` in the working directory (the ./mlruns file store is
+refused by current MLflow); ``MLFLOW_TRACKING_URI`` or the recipe's ``tracking.uri`` override it.
+A store that stops answering is retried for the run's outage budget (:func:`outage_budget`,
+:func:`patiently`); a new sqlite store is made whole or not at all (:func:`open_store`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+from urllib.parse import urlparse
+
+from ..errors import GestaltError, TrackingUnavailable
+from ..trials.distributed import file_lock
+
+DEFAULT_URI = "sqlite:///mlflow.db"
+T = TypeVar("T")
+
+# the experiment's kind as MLflow records it (its API and older UIs read it; 3.17's UI takes the
+# workflow from the browser, which `gestalt ui` sets: harness/tracking/ui_server.py)
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
+SHARED_VIEW_KEY = "gestalt-headlines"  # ?viewStateShareKey= this: the runs table with headline columns
+SHARED_VIEW_TAG = "mlflow.sharedViewState." + SHARED_VIEW_KEY
+# the tag holds a saved view (name, times, state): the runs page lists it under "Views"
+SHARED_VIEW_NAME = "Headlines with 95% intervals"
+
+
+def tracking_uri(configured: str | None) -> str:
+    return configured or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
+
+
+def shown_uri(uri: str) -> str:
+    """``uri`` as a message prints it: a user name and password in it become ``***``."""
+    parts = urlparse(uri)
+    if "@" not in parts.netloc:
+        return uri
+    return parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
+
+
+DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}  # stores MLflow reaches itself
+
+
+class TrackingSettingError(GestaltError):
+    """A tracking address the harness cannot use as written."""
+
+
+def check_tracking_server(configured: str | None, setting: str = "tracking.uri", timeout_s: float = 10.0,
+                          must_exist: bool = False) -> None:
+    """Before a run (or a command reading the store): a tracking server, or a database MLflow
+    reaches itself, that does not answer at all (refused, no route, timed out) stops it with one
+    line, before any model is loaded, instead of MLflow's minutes of retries and a traceback.
+    ``configured`` is the address given by ``setting``, None for ``$MLFLOW_TRACKING_URI`` or the
+    default. A server that answers anything, even an error (an auth wall, a proxy's 404), is
+    left to MLflow's own calls. ``must_exist``: a command that only reads the store refuses a
+    sqlite file that is not there (MLflow would make an empty one)."""
+    import urllib.error
+    import urllib.request
+
+    uri = tracking_uri(configured)
+    parts = urlparse(uri)
+    where = (setting if configured else
+             "$MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") else "the default store")
+    db = sqlite_path(uri)
+    if must_exist and db is not None and not db.is_file():
+        raise TrackingSettingError(f"{uri} ({where}): no MLflow store here (run a recipe first, or "
+                                   f"point {setting} at a store)")
+    dialect = parts.scheme.split("+")[0]
+    if parts.scheme == "postgresql":  # SQLAlchemy 2.1 reads it as psycopg 3 (mlflow/serve.sh says the same)
+        raise TrackingSettingError(f"{where}: {shown_uri(uri)}: write postgresql+psycopg2://... (a bare "
+                                   f"postgresql:// asks for the psycopg 3 driver, which is not installed)")
+    if dialect in DATABASE_PORTS and parts.hostname:
+        try:
+            socket.create_connection((parts.hostname, parts.port or DATABASE_PORTS[dialect]), timeout=timeout_s).close()
+        except OSError as e:
+            raise TrackingUnavailable(_not_answering(uri, where, e)) from None
+        return
+    if parts.scheme not in ("http", "https"):
+        return
+    health = parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1], path=parts.path.rstrip("/") + "/health")
+    try:  # no credentials needed (nor sent) to reach /health
+        urllib.request.urlopen(health.geturl(), timeout=timeout_s).close()
+    except urllib.error.HTTPError:
+        return
+    except OSError as e:  # URLError, a timeout, a reset
+        raise TrackingUnavailable(_not_answering(uri, where, getattr(e, "reason", None) or e)) from None
+
+
+def _not_answering(uri: str, where: str, why: object) -> str:
+    return (f"tracking server {shown_uri(uri)} ({where}) does not answer ({why}): start it (`gestalt ui`, "
+            f"mlflow/serve.sh), point {where} at one that runs, or run with --tracking.enabled=false")
+
+
+def tracking_lost(e: BaseException) -> str | None:
+    """Why the tracking server stopped answering, when ``e`` is MLflow giving up on a request
+    after its own retries (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``: refused, timed out, 5xx); None
+    for any other error."""
+    if "mlflow" not in sys.modules:  # nothing else raises what this looks for
+        return None
+    import requests
+    from mlflow.exceptions import MlflowException
+
+    cause = e.__cause__ or e.__context__
+    if not isinstance(e, MlflowException):
+        return None
+    if isinstance(cause, requests.exceptions.RequestException):
+        errno = re.search(r"\[Errno -?\d+\] [^'\")]+", str(cause))
+        return errno.group(0) if errno else type(cause).__name__
+    import sqlalchemy.exc
+
+    # a database MLflow reaches itself (PostgreSQL, MySQL) that went away; a sqlite file does
+    # not stop answering, and its operational errors (a locked or damaged file) are not outages
+    if isinstance(cause, sqlalchemy.exc.OperationalError) and type(cause.orig).__module__.split(".")[0] != "sqlite3":
+        return str(cause.orig).strip().splitlines()[0]
+    return None
+
+
+_outage = {"budget_s": 0.0}  # outside outage_budget: no retry beyond MLflow's own
+_RETRY_SETTINGS = ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT")
+
+
+@contextlib.contextmanager
+def outage_budget(seconds: float) -> Iterator[None]:
+    """For the calls in the block, the tracking store is retried for up to ``seconds`` after it
+    stops answering (:func:`patiently`), then given up. MLflow's own retries of each request
+    (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``: 7 by default, about 4 minutes) are turned off meanwhile,
+    so the budget alone decides and a process that gave up has no request left backing off; one
+    attempt waits at most ``MLFLOW_HTTP_REQUEST_TIMEOUT`` and never longer than the budget."""
+    before = {k: os.environ.get(k) for k in _RETRY_SETTINGS}
+    timeout = min(int(before["MLFLOW_HTTP_REQUEST_TIMEOUT"] or 120), max(1, int(seconds)))
+    os.environ.update({"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": str(timeout)})
+    # MLflow logs a lost database's traceback before raising; the one line is this harness's
+    quiet = logging.getLogger("mlflow.store.db.utils")
+    level, kept = quiet.level, _outage["budget_s"]
+    quiet.setLevel(logging.CRITICAL)
+    _outage["budget_s"] = float(seconds)
+    try:
+        yield
+    finally:
+        _outage["budget_s"] = kept
+        quiet.setLevel(level)
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def patiently(call: Callable[[], T]) -> T:
+    """``call()`` (one or more tracking-store requests that may be repeated), retried while the
+    store does not answer (:func:`tracking_lost`), for up to the outage budget from the first
+    failed attempt (:func:`outage_budget`), saying so once; then its last error is raised."""
+    give_up, pause = None, 0.5
+    while True:
+        attempt = time.monotonic()
+        try:
+            return call()
+        except Exception as e:
+            why = tracking_lost(e)
+            if why is None:
+                raise
+            now = time.monotonic()
+            if give_up is None:
+                import mlflow
+
+                budget = _outage["budget_s"]
+                if budget <= 0:
+                    raise
+                give_up = attempt + budget
+                logging.getLogger("harness").warning(
+                    f"tracking server {shown_uri(mlflow.get_tracking_uri())} not answering ({why}), "
+                    f"retrying for up to {budget:.0f} s")
+            if now >= give_up:
+                raise
+            time.sleep(min(pause, give_up - now))
+            pause = min(2 * pause, 15.0)
+
+
+def sqlite_path(uri: str) -> Path | None:
+    return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+
+
+def open_store(uri: str, experiment: str) -> str:
+    """Point MLflow at the store and experiment, creating them once; the experiment id.
+
+    On a fresh sqlite store two processes would both run MLflow's schema migration and one dies
+    in alembic ("expected to match one row"); both would also create the experiment. Creation
+    therefore happens under a lock file beside the database."""
+    import mlflow
+
+    db = sqlite_path(uri)
+    lock = file_lock(db.with_name(db.name + ".lock")) if db else contextlib.nullcontext()
+    def open_experiment() -> str:
+        mlflow.set_tracking_uri(uri)
+        exp = mlflow.get_experiment_by_name(experiment)
+        if exp is None and db is not None:
+            # MLflow would put artifacts in ./mlruns of whatever directory the run starts from;
+            # keep them beside the database instead, so a store is one self-contained folder
+            mlflow.create_experiment(experiment, artifact_location=(db.parent.resolve() / "mlartifacts").as_uri())
+        exp = mlflow.set_experiment(experiment)
+        if exp.tags.get(EXPERIMENT_KIND[0]) != EXPERIMENT_KIND[1]:
+            mlflow.set_experiment_tag(*EXPERIMENT_KIND)
+        return exp.experiment_id
+
+    with lock:
+        if db is None:
+            return patiently(open_experiment)
+        if not db.exists():
+            _create_sqlite_store(db)
+        try:
+            return open_experiment()
+        except Exception as e:
+            if not _sqlalchemy_error(e):
+                raise
+            why = str(e).strip().splitlines()[0]
+            if _holds_runs(db):
+                raise GestaltError(f"{uri}: MLflow cannot open this store ({why}); it holds runs: restore "
+                                   f"it from a copy, or upgrade it (`mlflow db upgrade {uri}`)") from None
+        # a store whose creation a killed process or a full disk left unfinished: nothing in it
+        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+        aside = db.with_name(db.name + ".incomplete")
+        os.replace(db, aside)
+        # MLflow keeps one engine per address, its pooled connections on the file moved aside
+        if (engine := SqlAlchemyStore._engine_map.pop(uri, None)) is not None:
+            engine.dispose()
+        logging.getLogger("harness").warning(
+            f"{db}: an MLflow store whose creation was interrupted, holding no run ({why}): "
+            f"moved aside to {aside} and made again")
+        _create_sqlite_store(db)
+        return open_experiment()
+
+
+def _create_sqlite_store(db: Path) -> None:
+    """A new sqlite store, whole or not at all: MLflow's schema migrations (tens of steps, a
+    second or more) run on ``<name>.creating``, renamed to ``db`` once done; a process killed
+    meanwhile leaves only that file, which the next run starts over."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    part = db.with_name(db.name + ".creating")
+    for left in ("", "-journal", "-wal", "-shm"):  # a killed creation's journal must not roll back onto the new file
+        part.with_name(part.name + left).unlink(missing_ok=True)
+    store = SqlAlchemyStore(f"sqlite:///{part}", (db.parent.resolve() / "mlartifacts").as_uri())
+    store.engine.dispose()
+    os.replace(part, db)
+
+
+def _sqlalchemy_error(e: BaseException) -> bool:
+    """``e`` (or what MLflow wrapped) is the database's error: a schema MLflow cannot use."""
+    import sqlalchemy.exc
+    from mlflow.exceptions import MlflowException
+
+    return isinstance(e, sqlalchemy.exc.SQLAlchemyError) or (
+        isinstance(e, MlflowException) and ("schema" in str(e) or isinstance(
+            e.__cause__ or e.__context__, sqlalchemy.exc.SQLAlchemyError)))
+
+
+def _holds_runs(db: Path) -> bool:
+    """Whether the sqlite file has a run in it (or cannot be read as one that has none). Read
+    with sqlite3: MLflow's client cannot open this store (that is why it is asked)."""
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            return "runs" in tables and con.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is not None
+    except sqlite3.Error:
+        return True
+
+
+DEFAULT_UI = "http://127.0.0.1:5000"  # `gestalt ui`'s address unless --port says otherwise
+
+
+def ui_address_file(db: Path) -> Path:
+    """Beside a sqlite store, while `gestalt ui` serves it: the address it serves it on."""
+    return db.with_name(db.name + ".ui")
+
+
+def ui_base(uri: str) -> str:
+    """Where a browser finds the MLflow UI of store ``uri``: a tracking server itself (without
+    credentials), or for a local store the address `gestalt ui` serves it on now, else that
+    command's default address."""
+    parts = urlparse(uri)
+    if parts.scheme in ("http", "https"):
+        return parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]).geturl().rstrip("/")
+    db = sqlite_path(uri)
+    if db is not None:
+        with contextlib.suppress(OSError):
+            return ui_address_file(db).read_text().strip() or DEFAULT_UI
+    return DEFAULT_UI
+
+
+def runs_table_url(base: str, experiment_id: str) -> str:
+    """The experiment's runs table (not the GenAI overview) with the headline metric columns."""
+    return (f"{base}/#/experiments/{experiment_id}/runs"
+            f"?viewStateShareKey={SHARED_VIEW_KEY}&workflowType=machine_learning")
