@@ -1,5 +1,5 @@
 """Docs that cannot drift: the README is a landing page every other page is found from, every
-link resolves, every command it shows is run by a test, its code runs, its batteries are the
+link resolves, every command it and the docs show is run by a test, its code runs, its batteries are the
 registry's, and the pages that list tasks or published scores are generated or recomputed.
 
 ``python -m tests.test_docs`` rewrites docs/tasks.md from the task registry."""
@@ -76,12 +76,31 @@ def test_the_readme_batteries_are_the_registry_s():
 
 # -- every command the README shows is run by a test ----------------------------------------------
 # (a pattern of the command line) -> (the test file that runs it, what that file must contain)
+# Each command a page shows -> (the file that runs it, fragments that file must still hold). Commands
+# that need GPUs or API keys (the design card's full.yaml) are run by the tests in the form this
+# machine allows: the same entry point, flags and mounts, on the quick recipe or as a dry run.
 RUN_BY = {
     r"bash docker/install\.sh dev": (".ci/run", ["bash docker/install.sh dev"]),
     r"\.venv/bin/python -m pytest -q -ra": (".ci/run", [".venv/bin/python -m pytest -q -ra"]),
+    r"\.venv/bin/python -m pytest -q -s tests/reliability(/test_kill_resume\.py)?$":
+        (".ci/run", [".venv/bin/python -m pytest -q -ra"]),
+    r"^gestalt recipe recipes/published-cnns\.yaml$": ("tests/test_cue_conflict.py", ['"recipes/published-cnns.yaml"']),
+    r"^gestalt recipe recipes/texture-vs-shape\.yaml$": ("tests/test_docs.py", ['"texture-vs-shape.yaml"']),
     r"export GESTALT_MIRROR=": ("tests/conftest.py", ["GESTALT_MIRROR"]),
     r"(\.venv/bin/)?gestalt recipe recipes/quick\.yaml$": ("tests/conftest.py", ['"recipes/quick.yaml"']),
+    r"(\.venv/bin/)?gestalt recipe recipes/quick\.yaml --output_dir=\S+$":
+        ("tests/conftest.py", ['"recipes/quick.yaml"', "--output_dir="]),
+    r"(\.venv/bin/)?gestalt recipe recipes/quick\.yaml --dry-run --seed=\d+$":
+        ("tests/test_end_to_end.py", ['"--dry-run", "--seed=3"']),
+    r"(\.venv/bin/)?gestalt recipe recipes/quick\.yaml --runtime\.processes=2$":
+        ("tests/test_end_to_end.py", ["def test_two_processes_give_the_same_records_as_one", "processes=n"]),
     r"(\.venv/bin/)?gestalt report --out report$": ("tests/test_reports.py", ["build_report("]),
+    r"^gestalt recipe full\.yaml --dry-run$": ("tests/test_cli_guesses.py", ['"recipe", "full.yaml", "--dry-run"']),
+    r"^gestalt ui( --verbose)?$": ("tests/test_mlflow_presentation.py", ["def test_ui_is_quiet_unless_verbose"]),
+    r"^bash docker/build\.sh( --recipe recipes/quick\.yaml --tag \S+)?$":
+        (".ci/run", ["bash docker/build.sh --recipe recipes/quick.yaml"]),
+    r"^(docker|podman) run .*-v \"\$PWD:/workspace\" .*gestalt recipe full\.yaml":
+        ("tests/test_image.py", ['"-v", f"{workspace}:/workspace"', 'run_image("recipe", "quick.yaml"']),
     r"gestalt recipe full\.yaml --runtime\.processes=8 --runtime\.device=cuda":
         ("tests/test_end_to_end.py", ["def test_two_processes_give_the_same_records_as_one", "processes=n"]),
     r"accelerate launch --multi_gpu --num_machines 2 --machine_rank R --main_process_ip HOST":
@@ -90,26 +109,37 @@ RUN_BY = {
     r"gestalt recipe full\.yaml --shard=\$SLURM_ARRAY_TASK_ID/4": ("tests/test_shards.py", ["--shard="]),
     r"gestalt report --experiment=gestalt --out=report": ("tests/test_shards.py", ['"report"', "--experiment="]),
 }
+COMMAND = re.compile(r"(export |bash |\.venv/|gestalt |accelerate |docker |podman |--\w)")
 
 
-def readme_commands() -> list[str]:
+def commands(page: Path) -> list[str]:
+    """The shell commands in a page's unlabelled or shell code blocks, continuation lines joined."""
     out = []
-    for lang, body in FENCE.findall(README.read_text()):
-        if lang:
+    for lang, body in FENCE.findall(page.read_text()):
+        if lang not in ("", "bash", "sh", "shell", "console"):
             continue
+        joined = ""
         for line in body.splitlines():
-            command = line.split("  #", 1)[0].strip().rstrip("\\").strip()
-            if command and re.match(r"(export |bash |\.venv/|gestalt |accelerate |--)", command):
+            part = line.split("  #", 1)[0].strip()
+            joined += part.rstrip("\\").strip() + " " if part.endswith("\\") else part
+            if part.endswith("\\"):
+                continue
+            command, joined = " ".join(joined.split()), ""
+            command = re.sub(r"^(\w+=\S+ )+", "", command)  # the variables set for it alone
+            if command and COMMAND.match(command):
                 out.append(command)
     return out
 
 
 def test_every_readme_command_is_run_by_a_test():
-    commands = readme_commands()
-    assert len(commands) >= 8
-    for command in commands:
+    assert len(commands(README)) >= 8
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_command_a_page_shows_is_run_by_a_test(page):
+    for command in commands(page):
         matched = [p for p in RUN_BY if re.search(p, command)]
-        assert matched, f"README shows {command!r}, which no test is known to run: add it to RUN_BY"
+        assert matched, f"{page.name} shows {command!r}, which no test is known to run: add it to RUN_BY"
         for pattern in matched:
             path, fragments = RUN_BY[pattern]
             text = (REPO / path).read_text()
