@@ -17,9 +17,6 @@ from tests.conftest import MIRROR, REPO
 DEV = MIRROR / "grape" / "authors-test-type1-dev"
 TEXT_FREE = (slice(19, 124), slice(30, 150))  # the plot area with its axes and ticks, no text
 
-needs_dev = pytest.mark.skipif(not DEV.is_dir(), reason=f"{DEV} not mounted")
-
-
 def same_distribution(observed: np.ndarray, expected: np.ndarray) -> bool:
     """Chi-square goodness of fit at the 0.1% level; cells expected below 5 are pooled, and a
     cell that cannot occur (expected 0) must be empty."""
@@ -43,7 +40,6 @@ def dev(sources):
     return images, np.array([s.ground_truth for s in authors]), read_type1_charts(images)
 
 
-@needs_dev
 def test_every_authors_chart_is_redrawn_identically_outside_its_text(dev):
     """Bars, gaps, strokes, dots, axes, ticks and colours: the same pixels (no anti-aliasing
     either side); only the text (glyphs and words) differs."""
@@ -61,7 +57,6 @@ def test_every_authors_chart_is_redrawn_identically_outside_its_text(dev):
     assert (label_rows(images), label_rows(redrawn)) == (7, 6)  # Arial's hinted digits are a row taller
 
 
-@needs_dev
 def test_the_authors_values_and_marks_follow_gestalt_s_distribution(dev):
     _, _, charts = dev
     lo, hi = grape.VALUE_RANGE
@@ -73,7 +68,6 @@ def test_the_authors_values_and_marks_follow_gestalt_s_distribution(dev):
     assert same_distribution(first, np.bincount(ours, minlength=10).astype(float))
 
 
-@needs_dev
 def test_the_authors_colours_come_from_the_pools_by_gestalt_s_rule(dev, sources):
     _, _, charts = dev
     pools = colours.load_pools(sources)
