@@ -3,7 +3,7 @@
 The top-left cell of sources/grape/examples/fig_example.png is an IID type-1 chart rendered by
 the authors' generator. Its parameters are read off its pixels (bar heights, colours, marked
 bars, its three words), the chart is re-drawn with this checkout's renderer and both images are
-compared (docs/grape-generator-audit.md):
+compared; it prints the row of docs/grape-generator-audit.md's table for this renderer:
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bars_example_agreement.py [--mirror ../shared/sources]
 """
@@ -44,15 +44,20 @@ def example_type1_chart(sources: Sources) -> tuple[np.ndarray, grape.GrapeCharts
     return ex, grape.GrapeCharts(**{k: v for k, v in fields.items() if k in known})
 
 
+def agreement_row(sources: Sources) -> str:
+    """The audit's table row for this checkout's renderer: pixels that differ, by more than 64,
+    and the mean absolute difference over the whole image."""
+    ex, charts = example_type1_chart(sources)
+    diff = np.abs(render_grape(charts)[0].astype(int) - ex.astype(int))
+    differ, far = int((diff.max(axis=2) > 0).sum()), int((diff.max(axis=2) > 64).sum())
+    return f"| {layout.RENDER_VERSION} (current) | {differ:,} | {far:,} | {diff.mean():.2f} |"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mirror", default="../shared/sources")
     args = ap.parse_args()
-    ex, charts = example_type1_chart(Sources(mirror=args.mirror))
-    diff = np.abs(render_grape(charts)[0].astype(int) - ex.astype(int))
-    d = diff.max(axis=2)
-    print(f"renderer {layout.RENDER_VERSION}: pixels that differ {int((d > 0).sum())}, by more than 64: "
-          f"{int((d > 64).sum())}, mean absolute difference {diff.mean():.2f}")
+    print(agreement_row(Sources(mirror=args.mirror)))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import yaml
 from tests.conftest import MIRROR
 
 TASK = "ratio.chart.grape_type1"
+AUTHORS_DEV = MIRROR / "grape" / "authors-test-type1-dev"  # 500 charts drawn by GRAPE's own generator
 
 
 def tiny_lenet_recipe(folder: Path, tracking: dict, epochs: int = 2, **task_options) -> dict:
@@ -91,7 +92,8 @@ def test_haehn_replication_recipe_is_the_table_i_grid():
 @pytest.mark.timeout(3 * 1800)  # about 8 min on 2 idle cores; 14 min measured under load
 def test_bars_quick_recipe_beats_the_people_on_iid_type_1(tmp_path):
     """recipes/bars-quick.yaml as a user runs it (CPU, ~10 minutes): the CNN trained from scratch
-    reaches an IID MLAE below the people's with its whole CI, and every OOD parameter is scored."""
+    reaches an IID MLAE below the people's with its whole CI, and every OOD parameter is scored;
+    run again with ``authors_test``, the same network scores the authors' charts beside gestalt's."""
     import os
     import subprocess
     import sys
@@ -129,6 +131,20 @@ def test_bars_quick_recipe_beats_the_people_on_iid_type_1(tmp_path):
 
     again = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert again.returncode == 0 and "0 new trials, 0 model calls" in again.stdout
+
+    # the same network on the authors' own charts: read from its checkpoint, not trained again
+    authors = subprocess.run([*cmd, f"--task_options.{TASK}.authors_test={AUTHORS_DEV}"], capture_output=True,
+                             text=True, env=env, cwd=tmp_path, timeout=1800)
+    assert authors.returncode == 0, authors.stderr[-3000:]
+    assert "epoch 1" not in authors.stderr and "500 new trials" in authors.stdout
+    latest = mlflow.search_runs(experiment_names=["bars-quick"], filter_string="tags.`gestalt.model` != ''",
+                                output_format="list", order_by=["attributes.start_time DESC"])[0]
+    scores = {s["name"]: s for s in
+              mlflow.artifacts.load_dict(f"{latest.info.artifact_uri}/intervals.json")[TASK]["scores"]}
+    assert scores["rendered_by.grape-authors.mlae"]["n"] == 500
+    assert scores["rendered_by.grape-authors.mlae"]["nulls"] == 0
+    gap = scores["rendered_by.grape-authors.mlae_gap"]
+    assert gap["ci_low"] <= gap["value"] <= gap["ci_high"]
 
 
 def test_section_vi_recipe_trains_mask_and_augmentation_variants(tmp_path):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from harness.stimuli.bars import colours, grape
+from harness.stimuli.bars import axis_digits, colours, grape
 from harness.stimuli.bars.authors import AUTHORS, read_type1_charts
 from harness.stimuli.bars.render import render_grape
 from harness.stimuli.bars.tasks import build_grape
@@ -16,6 +16,8 @@ from tests.conftest import MIRROR, REPO
 
 DEV = MIRROR / "grape" / "authors-test-type1-dev"
 TEXT_FREE = (slice(19, 124), slice(30, 150))  # the plot area with its axes and ticks, no text
+X_TICK_LABELS = (slice(124, 134), slice(30, 150))
+Y_TICK_LABELS = (slice(10, 125), slice(14, 30))
 
 def same_distribution(observed: np.ndarray, expected: np.ndarray) -> bool:
     """Chi-square goodness of fit at the 0.1% level; cells expected below 5 are pooled, and a
@@ -40,21 +42,81 @@ def dev(sources):
     return images, np.array([s.ground_truth for s in authors]), read_type1_charts(images)
 
 
-def test_every_authors_chart_is_redrawn_identically_outside_its_text(dev):
-    """Bars, gaps, strokes, dots, axes, ticks and colours: the same pixels (no anti-aliasing
-    either side); only the text (glyphs and words) differs."""
+def test_every_authors_chart_is_redrawn_identically_outside_its_words(dev):
+    """Bars, gaps, strokes, dots, axes, ticks, colours and the tick labels: the same pixels (no
+    anti-aliasing outside the text, Arial's digit cells in the labels); only the three words
+    (glyphs and the words themselves) differ."""
     images, truth, charts = dev
     assert len(images) == 500
     assert np.allclose(charts.target, truth, atol=1e-9)  # the parameters read back give the target
     redrawn = render_grape(charts)
-    assert np.array_equal(redrawn[(slice(None), *TEXT_FREE)], images[(slice(None), *TEXT_FREE)])
-    assert (redrawn != images).any(axis=(1, 2, 3)).all()  # every chart's text differs
+    for region in (TEXT_FREE, X_TICK_LABELS, Y_TICK_LABELS):
+        assert np.array_equal(redrawn[(slice(None), *region)], images[(slice(None), *region)])
+    assert (redrawn != images).any(axis=(1, 2, 3)).all()  # every chart's words differ
 
-    def label_rows(charts):  # rows holding ink of the x tick labels "1" ... "10"
-        band = charts[:, 124:134, 31:150]
-        return int((band != charts[:, 5:6, 5:6]).any(axis=(0, 2, 3)).sum())
 
-    assert (label_rows(images), label_rows(redrawn)) == (7, 6)  # Arial's hinted digits are a row taller
+def _coverage(images: np.ndarray, bg: np.ndarray) -> np.ndarray:
+    """(h, w) coverage of black ink over the pixels of (n, h, w, 3) charts: the one value in 0-255
+    that Pillow's blend out = round(bg * (255 - a) / 255) maps to every chart's colour on its own
+    background ``bg`` (n, 3) (-1 where no value fits all charts, -2 where more than one does)."""
+    bg = bg.astype(np.int64)
+    a = np.arange(256)
+    blended = (bg[:, :, None] * (255 - a) + 127) // 255  # (n, 3, 256); Pillow's rounding
+    fits = (blended[:, None, None] == images.astype(np.int64)[..., None]).all(axis=(0, 3))  # (h, w, 256)
+    return np.where(fits.sum(axis=2) == 1, fits.argmax(axis=2), np.where(fits.any(axis=2), -2, -1))
+
+
+def test_the_tick_label_digits_are_arial_s_cells_measured_on_the_authors_charts(dev):
+    """Every tick label of all 500 authors' charts, measured: each pixel's coverage is one value
+    shared by all charts, and each label is its digits' 7 x 5 cells side by side, 5 px apart, as
+    axis_digits.py keeps them."""
+    images = dev[0]
+    bg = images[:, 5, 5]
+    measured: dict[str, list[np.ndarray]] = {}
+
+    def label(rows: slice, cols: slice, text: str, tick_row: int | None = None) -> None:
+        cover = _coverage(images[:, rows, cols], bg)
+        assert (cover >= 0).all(), f"label {text!r}: a pixel without one coverage on all charts"
+        ys, xs = np.nonzero(cover)
+        top, left = rows.start + ys.min(), cols.start + xs.min()
+        cells = _coverage(images[:, top:top + 7, left:left + 5 * len(text)], bg)
+        if tick_row is not None:  # the y axis's tick (x 29-33) covers the label's last column there
+            cells[tick_row - top, 29 - left:] = -1
+        for k, digit in enumerate(text):
+            measured.setdefault(digit, []).append(cells[:, 5 * k:5 * k + 5])
+
+    ticks = np.flatnonzero((images[0, 120:124] == 0).all(axis=(0, 2)))  # the x ticks' columns
+    assert len(ticks) == 10
+    for k, tick in enumerate(ticks):  # a label's ink spans tick - 3 ... tick + 1 ("10": tick - 5 ... tick + 4)
+        wide = k == 9
+        label(slice(124, 134), slice(tick - 4 - wide, tick + 3 + 2 * wide), str(k + 1))
+    for text, row in (("100", 19), ("75", 44), ("50", 69), ("25", 94), ("0", 119)):
+        label(slice(row - 5, row + 5), slice(14, 29), text, tick_row=row)
+    assert sorted(measured) == list("0123456789")
+    for digit, seen in measured.items():
+        agree = [np.array_equal(a[seen_both], b[seen_both])
+                 for a, b in zip(seen, seen[1:]) if (seen_both := (a >= 0) & (b >= 0)).any()]
+        assert all(agree), f"digit {digit!r} drawn differently in two labels"
+        full = max(seen, key=lambda a: int((a >= 0).sum()))
+        assert (full >= 0).all()
+        assert np.array_equal(full, axis_digits.CELLS[digit]), (
+            f"digit {digit!r} measured as {[bytes(r.astype(np.uint8)).hex() for r in full]}")
+    assert axis_digits.CELLS["8"].any(axis=1).sum() == 7  # Arial's hinted digits are 7 rows tall, Arimo's 6
+
+
+def test_the_words_are_as_long_as_the_authors(dev):
+    """GRAPE draws its titles from the RandomWords package's nouns; gestalt's re-drawings of the
+    same charts (words drawn from the same list) have words of the same length distribution: the
+    ink extent along each word, two-sample Kolmogorov-Smirnov at the 0.1% level."""
+    images, _, charts = dev
+    redrawn = render_grape(charts)
+    for rows, cols, along in ((slice(0, 19), slice(31, 150), 1), (slice(134, 150), slice(31, 150), 1),
+                              (slice(0, 150), slice(0, 14), 2)):  # title, x-axis title, y-axis title
+        def lengths(charts, rows=rows, cols=cols, along=along):
+            inked = (charts[:, rows, cols] != charts[:, 5:6, 5:6]).any(axis=3).any(axis=along)
+            return np.array([np.ptp(np.flatnonzero(a)) + 1 for a in inked])
+
+        assert stats.ks_2samp(lengths(images), lengths(redrawn)).pvalue > 0.001, (rows, cols)
 
 
 def test_the_authors_values_and_marks_follow_gestalt_s_distribution(dev):
@@ -97,3 +159,26 @@ def test_the_audit_shows_what_the_gap_data_file_gives():
 
     assert table() in (REPO / "docs" / "grape-generator-audit.md").read_text(), \
         "run: python benchmarks/bars_generator_gap.py --table, paste into docs/grape-generator-audit.md"
+
+
+def test_every_seed_s_gap_covers_0_on_the_dev_charts():
+    """What the audit concludes from the data file: for every trained seed, the paired gap between
+    the authors' charts and their re-drawings, and the unpaired gap to gestalt's IID charts, have
+    95% intervals that cover 0; the tick labels and the plot area move nothing (the y tick labels'
+    region also holds the first letters of the longest titles)."""
+    import csv
+
+    from benchmarks.bars_generator_gap import HEADLINE, RESULTS
+
+    with RESULTS.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    seeds = {r["seed"] for r in rows}
+    assert len(seeds) >= 3
+    for seed in seeds:
+        for scored, against, _ in HEADLINE:
+            (r,) = [r for r in rows if (r["seed"], r["comparison"], r["against"]) == (seed, scored, against)]
+            assert float(r["ci_low"]) <= 0 <= float(r["ci_high"]), r
+    for r in rows:
+        if r["comparison"].endswith(("x tick labels", "y tick labels", "plot area")):
+            assert abs(float(r["difference"])) < 0.005, r
+

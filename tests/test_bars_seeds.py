@@ -27,6 +27,10 @@ def test_the_docs_show_what_the_data_file_gives():
     text = METHODS.read_text()
     assert table(read()) in text, "run: python benchmarks/bars_seeds.py --table, paste into docs/methods.md"
     assert headline(read()) in text
+    # the prose reads the Grad-CAM IoU of seed 0 as an empty map: it must still be 0 [0, 0]
+    (gradcam,) = [r for r in read() if r["seed"] == "0" and r["score"] == "gradcam_iou"]
+    if "IoU of 0 (interval [0.000, 0.000])" in text:
+        assert float(gradcam["value"]) == float(gradcam["ci_low"]) == float(gradcam["ci_high"]) == 0, gradcam
 
 
 def test_bit_reproducibility_is_claimed_for_the_same_machine_only():

@@ -627,7 +627,12 @@ def test_authors_example_type1_chart_is_reproduced(sources):
             text[y - 1:y + h + 1, x - 1:x + w + 1] = True  # a pixel of hinting either side
     diff = np.abs(ours - ex.astype(int)).max(axis=2)
     assert (diff[~text] == 0).all()
-    # inside the text boxes only the glyphs' rasterisation differs (Arimo vs Arial hinting):
+    for op in layout.static_ops(layout.static_key(charts, 0)):  # tick labels: Arial's digit cells
+        if op[0] == layout.TEXT:
+            _, label, size, _, x, y = op
+            l, t, r, b = layout.text_bbox(label, size)
+            assert (diff[y - 1:y + b - t + 1, x - 1:x + r - l + 1] == 0).all(), label
+    # inside the words' boxes only the glyphs' rasterisation differs (Arimo vs Arial hinting):
     # the ink lies in the same boxes, with a similar amount of it
     ink_ex, ink_ours = 255 - ex.astype(int).mean(axis=2), 255 - ours.mean(axis=2)
     assert ink_ex[~text].sum() == pytest.approx(ink_ours[~text].sum())
@@ -636,13 +641,24 @@ def test_authors_example_type1_chart_is_reproduced(sources):
         assert word_box.any()
 
 
+def test_the_audit_shows_this_renderer_s_agreement_with_the_example(sources):
+    from pathlib import Path
+
+    from benchmarks.bars_example_agreement import agreement_row
+
+    audit = (Path(__file__).resolve().parents[1] / "docs" / "grape-generator-audit.md").read_text()
+    assert agreement_row(sources) in audit, (
+        "run: python benchmarks/bars_example_agreement.py and put its row in docs/grape-generator-audit.md")
+
+
 # -- the renderer's version names its pixels -------------------------------------------------------
 
 # Stimulus hashes (and so trial cache keys) name a chart by its parameters and RENDER_VERSION
 # (render.ChartImage.content_hash), not by its pixels. Pixels of a fixed set of charts of every
 # generator and type, per renderer version: a change of any pixel must come with a new version.
 PIXELS = {"1": "56db099577bad43f603002708c3fa0bf8992daaeb2e5c6d872f22ec8766390d2",
-          "2": "a79c4f5493f384409852857b07dc3163190c3983cc3654541f10ecb54fa748e0"}
+          "2": "a79c4f5493f384409852857b07dc3163190c3983cc3654541f10ecb54fa748e0",
+          "3": "5c77a06efb9b79b889a0c9239f1be5be399e6d7d3ecf95d4b3fe326657ebce5d"}
 
 
 def test_render_version_pins_the_pixels(sources, pools):

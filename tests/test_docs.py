@@ -86,6 +86,8 @@ RUN_BY = {
         (".ci/run", [".venv/bin/python -m pytest -q -ra"]),
     r"^gestalt recipe recipes/published-cnns\.yaml$": ("tests/test_cue_conflict.py", ['"recipes/published-cnns.yaml"']),
     r"^gestalt recipe recipes/texture-vs-shape\.yaml$": ("tests/test_docs.py", ['"texture-vs-shape.yaml"']),
+    r"^gestalt recipe recipes/bars-quick\.yaml --task_options\.ratio\.chart\.grape_type1\.authors_test=\S+$":
+        ("tests/test_bars_battery.py", ['"recipes/bars-quick.yaml"', "authors_test="]),
     r"export GESTALT_MIRROR=": ("tests/conftest.py", ["GESTALT_MIRROR"]),
     r"(\.venv/bin/)?gestalt recipe recipes/quick\.yaml$": ("tests/conftest.py", ['"recipes/quick.yaml"']),
     r"(\.venv/bin/)?gestalt recipe recipes/quick\.yaml --output_dir=\S+$":

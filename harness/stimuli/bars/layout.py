@@ -38,7 +38,10 @@ GRAPE geometry (reference/grape-generation.md 3.1-3.3). The 100 x 100 plot area 
   title's x: the paper's title levels).
 Fonts: GRAPE uses Arial (9 px axis text, 12 px title), which may not be redistributed; Arimo
 (package fontpkg-arimo, SIL OFL) has Arial's metrics, so every text box has Arial's size and
-place (docs/grape-generator-audit.md compares both with the authors' example charts).
+place (docs/grape-generator-audit.md compares both with the authors' example charts). Arimo
+carries no hinting, so the tick labels, the same on every chart, are drawn from Arial's hinted
+9-px digits as the authors' charts show them (axis_digits.py): 7 rows from 2 below the origin,
+5 px apart, which is also Arimo's advance.
 
 Haehn geometry (reference 2.2-2.3), 100 x 100, ink only: bars are 1-px outlines (two sides and
 the top, no bottom) at left edges 2 + 9k (+8 from the sixth bar), 7 px wide; stacks are the two
@@ -53,13 +56,15 @@ from functools import cache, lru_cache
 
 import fontpkg_arimo
 import numpy as np
-from PIL import ImageFont
+from PIL import Image, ImageDraw, ImageFont
 
+from . import axis_digits
 from .grape import BAR_TYPES, GrapeCharts
 from .haehn import HaehnCharts
 from .words import WORDS
 
-RENDER_VERSION = "2"  # bump when any pixel of any chart changes (2: Arimo, GRAPE's text origins)
+RENDER_VERSION = "3"  # bump when any pixel of any chart changes (2: Arimo, GRAPE's text origins;
+# 3: tick labels in Arial's hinted 9-px digits, words from GRAPE's own word list)
 
 BOX, BAR, TEXT = 0, 1, 2
 BLACK = np.zeros(3, np.uint8)
@@ -95,9 +100,23 @@ def font(size: int) -> ImageFont.FreeTypeFont:
 
 @cache
 def text_bbox(text: str, size: int) -> tuple[int, int, int, int]:
-    """(left, top, right, bottom) of the ink of ``text`` drawn with its origin at (0, 0)."""
+    """(left, top, right, bottom) of the ink of ``text`` drawn with its origin at (0, 0); tick
+    labels have the box of Arial's digit cells (axis_digits.py)."""
+    if axis_digits.is_label(text, size):
+        return 0, axis_digits.TOP, axis_digits.ADVANCE * len(text), axis_digits.TOP + axis_digits.ROWS
     left, top, right, bottom = font(size).getbbox(text)
     return int(left), int(top), int(right), int(bottom)
+
+
+def glyph_coverage(text: str, size: int) -> np.ndarray:
+    """Coverage (0-255) of ``text`` over its box ``text_bbox``: Arial's cells for tick labels,
+    Arimo rasterised by PIL for words."""
+    if axis_digits.is_label(text, size):
+        return axis_digits.coverage(text)
+    l, t, r, b = text_bbox(text, size)
+    im = Image.new("L", (r - l, b - t), 0)
+    ImageDraw.Draw(im).text((-l, -t), text, font=font(size), fill=255)
+    return np.asarray(im)
 
 
 def text_extent(text: str, size: int) -> tuple[int, int]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from PIL import Image, ImageDraw
 
+from . import axis_digits
 from .grape import GrapeCharts
 from .haehn import HaehnCharts
 from .layout import BAR, BOX, HAEHN_SIZE, SIZE, font, grape_ops, haehn_ops, text_bbox
@@ -28,6 +29,9 @@ def _draw(im: Image.Image, draw: ImageDraw.ImageDraw, op: tuple) -> None:
                        outline=_colour(stroke) if t > 0 else None, width=t)
     else:
         _, text, size, rotated, x, y = op
+        if axis_digits.is_label(text, size):  # Arial's measured cells, blended as PIL blends ink
+            im.paste((0, 0, 0), (x, y), Image.fromarray(axis_digits.coverage(text)))
+            return
         l, t, r, b = text_bbox(text, size)
         if not rotated:
             draw.text((x - l, y - t), text, font=font(size), fill=(0, 0, 0))

@@ -17,14 +17,14 @@ from functools import lru_cache
 from collections.abc import Sequence
 
 import numpy as np
-from PIL import Image, ImageDraw
+from PIL import Image
 
 from ..base import Stimulus
 from .grape import GrapeCharts
 from .haehn import INK_WITH_NOISE, NOISE_LEVELS, HaehnCharts
-from .layout import (BAR, BOX, HAEHN_SIZE, PLOT_X, RENDER_VERSION, SIZE, TEXT, font, grape_plot_ops,
+from .layout import (BAR, BOX, HAEHN_SIZE, PLOT_X, RENDER_VERSION, SIZE, TEXT, glyph_coverage, grape_plot_ops,
                      grape_title_ops, haehn_ops, haehn_target_boxes, static_key, static_ops,
-                     target_boxes, text_bbox)
+                     target_boxes)
 
 Charts = GrapeCharts | HaehnCharts
 
@@ -40,10 +40,7 @@ def _div255(v: np.ndarray) -> np.ndarray:
 @lru_cache(maxsize=8192)
 def glyph(text: str, size: int, rotated: bool) -> np.ndarray:
     """Coverage (0-255) of ``text`` over its visible box; rotated reads bottom to top."""
-    l, t, r, b = text_bbox(text, size)
-    im = Image.new("L", (r - l, b - t), 0)
-    ImageDraw.Draw(im).text((-l, -t), text, font=font(size), fill=255)
-    a = np.asarray(im)
+    a = glyph_coverage(text, size)
     out = np.ascontiguousarray(np.rot90(a)) if rotated else a.copy()
     out.flags.writeable = False
     return out
