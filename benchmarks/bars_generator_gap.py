@@ -14,7 +14,9 @@ charts that differ from it in one feature each:
 - ``gestalt values`` / ``gestalt colours``: the rerendered chart with its bar heights and marks,
   or its colours, drawn by gestalt's sampler instead (paired with ``rerendered``): what the value
   distribution or the colour sampling moves;
-- ``gestalt IID``: gestalt's own IID test charts (unpaired): the whole gap as the recipe reports it.
+- ``gestalt IID``: 1,000 IID test charts of gestalt's own sampler (unpaired): the whole gap, as
+  ``rendered_by.grape-authors.mlae_gap`` reports it, measured on a draw of its own rather than the
+  recipe's test split, so the two differ within their intervals.
 
 The networks of the other seeds are scored on the two headline comparisons (authors against
 rerendered, paired; authors against gestalt IID): one network's gap is not another's. It writes

@@ -181,4 +181,10 @@ def test_every_seed_s_gap_covers_0_on_the_dev_charts():
     for r in rows:
         if r["comparison"].endswith(("x tick labels", "y tick labels", "plot area")):
             assert abs(float(r["difference"])) < 0.005, r
+    # the recipe's own gap score, against its test split, for the same seeds' networks
+    with (REPO / "benchmarks" / "results" / "bars_seeds.csv").open(newline="") as f:
+        recipe_gaps = [r for r in csv.DictReader(f) if r["score"] == "rendered_by.grape-authors.mlae_gap"]
+    assert {r["seed"] for r in recipe_gaps} == seeds
+    for r in recipe_gaps:
+        assert float(r["ci_low"]) <= 0 <= float(r["ci_high"]), r
 
