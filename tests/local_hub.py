@@ -34,7 +34,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -43,7 +43,7 @@ LFS_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt", ".ckpt", ".msgpack", ".h5
 LFS_POINTER_SIZE = 134
 
 
-@lru_cache(maxsize=None)
+@cache
 def _digests(path: Path, mtime_ns: int, size: int) -> tuple[str, str]:
     """(git blob id, sha256) of a file; keyed by mtime and size so a rewritten file is re-read."""
     blob, sha = hashlib.sha1(f"blob {size}\0".encode()), hashlib.sha256()

@@ -51,7 +51,8 @@ def hub_root(tmp_path_factory) -> Path:
 def rehearsal(hub_root, tmp_path_factory):
     work = tmp_path_factory.mktemp("rehearsal")
     log, hf_home = work / "hub-requests.log", work / "hf-home"
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_", "MLFLOW_", "OPENAI_", "ANTHROPIC_"))}
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("HF_", "TRANSFORMERS_", "MLFLOW_", "OPENAI_", "ANTHROPIC_"))}
     with local_hub(hub_root, log) as url:
         online = dict(base, HF_ENDPOINT=url, HF_HOME=str(hf_home), HF_HUB_DISABLE_TELEMETRY="1")
         fetch = _gestalt("models", "fetch", "recipes/full.yaml", env=online)
