@@ -135,3 +135,26 @@ def test_the_report_is_written(rehearsal):
     written = [Path(line) for line in report.stdout.splitlines() if line.strip()]
     assert written and all(p.exists() for p in written)
     assert any(p.suffix == ".html" for p in (rehearsal["work"] / "report").rglob("*"))
+
+
+def test_each_fetched_open_vlm_puts_the_image_before_the_prompt(rehearsal):
+    """The answers above come from a biased generation config, so they do not show the order of
+    the turn: the fetched snapshot's own processor and chat template must render the image first."""
+    from PIL import Image
+    from transformers import AutoProcessor
+
+    from harness.models.hf_vlm import chat
+
+    recipe = {m.id: m for m in hub_standins.load_recipe(hub_standins.FULL).models}
+    problems = []
+    for model_id, (source, _, repo) in hub_standins.hub_models().items():
+        if source != "hf-vlm":
+            continue
+        snapshot = (rehearsal["hf_home"] / "hub" / f"models--{repo.replace('/', '--')}" / "snapshots"
+                    / str(recipe[model_id].revision))
+        processor = AutoProcessor.from_pretrained(snapshot)
+        text = processor.apply_chat_template(chat("PROMPT_TEXT", Image.new("RGB", (32, 32))),
+                                             add_generation_prompt=True)
+        if not (0 <= text.find(processor.image_token) < text.find("PROMPT_TEXT")):
+            problems.append(f"{model_id}: {text!r}")
+    assert problems == []
