@@ -47,14 +47,16 @@ ENV HF_HOME=/opt/gestalt/cache/hf TORCH_HOME=/opt/gestalt/cache/torch \
 ARG GESTALT_FETCH_RECIPE=recipes/full.yaml
 # Source data comes from a mirror folder given at build time (--build-context mirror=DIR) when
 # it holds files, else by URL; either way every file is sha256-checked into GESTALT_DATA.
-# Gated hub repos: --secret id=hf_token,src=FILE (never lands in a layer).
+# Gated hub repos: --secret id=hf_token,src=FILE (never lands in a layer). The chmod: huggingface_hub
+# writes some cache files owner-only, which the runtime user (not their owner) could not read.
 RUN --mount=type=bind,from=mirror,target=/mnt/mirror \
     --mount=type=secret,id=hf_token,target=/run/secrets/hf_token \
     --mount=type=secret,id=ca_bundle,target=/run/secrets/ca.crt \
     if [ -n "$(ls -A /mnt/mirror)" ]; then export GESTALT_MIRROR=/mnt/mirror; fi && \
     if [ -s /run/secrets/hf_token ]; then HF_TOKEN=$(cat /run/secrets/hf_token); export HF_TOKEN; fi && \
     if [ -s /run/secrets/ca.crt ]; then export SSL_CERT_FILE=/run/secrets/ca.crt; fi && \
-    install -d /opt/gestalt && bash docker/install.sh assets
+    install -d /opt/gestalt && bash docker/install.sh assets && \
+    chmod -R a+rX /opt/gestalt
 
 # On top of the builder, not a copy of its venv: the multi-GB torch layer is stored once and stays
 # cached between builds.

@@ -138,6 +138,16 @@ def test_deps_builder_and_assets_run_the_install_script():
     assert stage("builder")[1] == "deps" and stage("assets")[1] == "builder"
 
 
+def test_baked_caches_are_readable_by_the_runtime_user():
+    """huggingface_hub writes some cache files owner-only (its tree listings); the runtime user is
+    not their owner, and reading one fails with a "Permission denied" warning on every load."""
+    runs = [" ".join(c.value) for c in stage("assets")[2] if c.cmd == "RUN"]
+    baking = [r for r in runs if "docker/install.sh assets" in r]
+    assert baking, runs
+    after = baking[-1].split("docker/install.sh assets", 1)[1]
+    assert re.search(r"&&\s*chmod -R a\+rX /opt/gestalt\b", after), baking[-1]
+
+
 def test_heavy_layer_depends_only_on_pyproject_and_the_install_script():
     """The deps stage copies nothing a code or README change touches, so its layer stays cached."""
     _, _, deps = stage("deps")
