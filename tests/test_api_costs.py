@@ -27,9 +27,18 @@ def test_price_table_rows_are_complete_dated_and_sourced():
                     "batch_output_usd_per_mtok"):
             assert float(row[col]) > 0, (row["model"], col)
         assert date.fromisoformat(row["date"]) <= date(2026, 12, 31)
-        assert re.match(r"https://", row["source"])
-        # the figures come from others' summaries, not the vendor's page: the row says so
-        assert re.match(r"third-party summary https://", row["via"])
+        vendor_site = {"openai": "https://platform.openai.com/", "anthropic": "https://platform.claude.com/",
+                       "google": "https://ai.google.dev/"}[row["vendor"]]
+        assert row["source"].startswith(vendor_site), row["model"]  # the vendor's own page
+        # where only a third party confirms a figure, the row says which and who
+        assert row["confirmed"] in {"vendor page", "third party"}, row["model"]
+        if row["confirmed"] == "third party" or "third party" in row["note"]:
+            assert re.search(r"third[- ]party.*https://", row["note"]), row["model"]
+
+
+@pytest.mark.parametrize("model,cached", [("gpt-5-mini", 0.025), ("o3", 0.50)])
+def test_cached_input_rates_are_the_vendors(model, cached):
+    assert price_of("openai", model).cached_input == cached  # as the vendor's model pages give them
 
 
 def test_the_shipped_recipes_api_models_are_priced():

@@ -2,10 +2,11 @@
 and the input tokens a request will carry, estimated before a run.
 
 ``prices.csv`` has one row per (vendor, model): USD per million input, output, cached-input, batch
-input and batch output tokens, the date of the price, the vendor's pricing page (``source``) and
-the third-party summary the figures were read from (``via``; not checked against ``source``).
-Azure deployments are priced as the OpenAI model they serve. Thinking tokens are billed as output,
-cached input at its own rate.
+input and batch output tokens, the date the figures were read, the vendor's own page for the
+model (``source``), whether the figures were read there (``confirmed``: ``vendor page``) or only
+in a third party's summary (``third party``), and a ``note`` naming any third party and any figure
+derived or unconfirmed. Azure deployments are priced as the OpenAI model they serve. Thinking
+tokens are billed as output, cached input at its own rate.
 
 Input tokens of an image follow each vendor's documented rule for the model's family
 (:func:`image_tokens`); text is counted at about four characters a token. An estimate gives its
@@ -42,6 +43,7 @@ class Price:
     batch_output: float
     date: str
     source: str
+    confirmed: str  # "vendor page", or "third party" where only others' summaries give the figures
 
 
 @lru_cache(maxsize=1)
@@ -53,7 +55,7 @@ def _prices() -> dict[tuple[str, str], Price]:
             out[row["vendor"], row["model"]] = Price(
                 row["vendor"], row["model"], float(row["input_usd_per_mtok"]), float(row["output_usd_per_mtok"]),
                 float(cached) if cached else None, float(row["batch_input_usd_per_mtok"]),
-                float(row["batch_output_usd_per_mtok"]), row["date"], row["source"])
+                float(row["batch_output_usd_per_mtok"]), row["date"], row["source"], row["confirmed"])
     return out
 
 
@@ -218,8 +220,9 @@ def estimate_line(provider: str, model: str, jobs: Sequence[Job], batch: bool = 
     if e.price is None:
         return f"{line}; {expected}; no price for {provider}/{model} in harness/models/prices.csv"
     rates = "batch prices" if batch else "prices"
-    return (f"{line}, ~${e.usd_bound:.2f} at {e.price.model} {rates} of {e.price.date} (harness/models/prices.csv);"
-            f" {expected}, ~${e.usd_expected:.2f}")
+    who = "" if e.price.confirmed == "vendor page" else ", read in a third party's summary"
+    return (f"{line}, ~${e.usd_bound:.2f} at {e.price.model} {rates} of {e.price.date} (harness/models/prices.csv"
+            f"{who}); {expected}, ~${e.usd_expected:.2f}")
 
 
 def timed_out_usage(provider: str, model: str, image_size: tuple[int, int] | None, prompt: str,
