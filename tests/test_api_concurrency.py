@@ -106,7 +106,7 @@ def test_growth_past_the_window_that_worked_is_slow():
     assert w.limit == 5
     in_flight = stream(w, clock, in_flight, 5 * PLATEAU_ROUND_TRIPS - 5, took=0.06)
     assert w.limit == 5  # probed again only after about PLATEAU_ROUND_TRIPS windows of answers
-    stream(w, clock, in_flight, 10, took=0.06)
+    stream(w, clock, in_flight, 30, took=0.06)
     assert w.limit == 6
 
 

@@ -41,7 +41,7 @@ from datetime import datetime
 
 DECREASE = 0.8  # a cut that clears an overload in a few round trips, not halving the throughput
 SMOOTHING = 0.125  # TCP's weight of the newest round trip in the mean (RFC 6298)
-PLATEAU_ROUND_TRIPS = 8  # growth past the window that worked: one per this many windows of answers
+PLATEAU_ROUND_TRIPS = 32  # growth past the window that worked: one per this many windows of answers
 STARTS_KEPT_S = 900.0  # starts a response's headers may predate: longer than any request's timeout
 
 
