@@ -293,14 +293,14 @@ def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, St
     lines = [f"recipe {recipe.name} (sha256 {recipe.sha256[:12]}), seed {recipe.seed}, "
              f"{recipe.runtime.processes} process(es), output {recipe.out_dir}"]
     from .models.api import APIModel
-    from .models.api_costs import estimate_line
+    from .models.api_costs import Job, estimate_line, expected_output_tokens
 
     total_calls = total_cached = total_pending = 0
     for p in planned:
         lines.append(f"model {p.model.id} [{p.model.ref} weights={p.model.weights}]"
                      + (" NOT READY (listed below)" if p.missing else ""))
         api = p.adapter if isinstance(p.adapter, APIModel) else None
-        jobs = []  # an API model's calls to run per task: (calls, image size, prompt, output budget)
+        jobs = []  # an API model's calls to run per task
         extracting: dict[str, tuple[Any, list]] = {}  # the same, of each API answer extractor
         for task, readout in p.tasks:
             s = stimsets[task.task_id]
@@ -328,8 +328,10 @@ def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, St
             options = p.readouts[task.task_id].options
             answer_budget = int((api.options.get("max_tokens") if api else None) or options.get("max_new_tokens", 40))
             if api is not None and s.test:
-                jobs.append((len(keys) - cached, s.test[0].image.size, s.prompt.text if s.prompt else "",
-                             answer_budget))
+                answered = [r for r in store.read() if keys.get(r["trial_id"]) == r.get("cache_key")] \
+                    if store.path.exists() else []
+                jobs.append(Job(len(keys) - cached, s.test[0].image.size, s.prompt.text if s.prompt else "",
+                                answer_budget, expected_output_tokens(answered, [x.ground_truth for x in s.test])))
             extractor = api_extractor(p.readouts[task.task_id])
             if extractor is not None and s.test:  # one text-only call per trial, the answer in its prompt
                 from .readouts.extract import EXTRACTOR_SETTINGS, extraction_prompt
@@ -340,7 +342,7 @@ def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, St
                 settings = options.get("extractor_settings") or EXTRACTOR_SETTINGS
                 budget = int(extractor.options.get("max_tokens") or settings.get("max_new_tokens", 40))
                 extracting.setdefault(extractor.spec.id, (extractor, []))[1].append(
-                    (len(keys) - cached, None, prompt, budget))
+                    Job(len(keys) - cached, None, prompt, budget, expected_output_tokens([], [s.test[0].ground_truth])))
         if api is not None and jobs:
             if api.options.get("batch"):
                 lines.append(f"  batch mode: each task's pending calls go to the {api.provider} batch "

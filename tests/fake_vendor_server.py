@@ -20,6 +20,11 @@ no candidates). A request may carry text alone (no image part): the LLM answer e
 whose body echoes the key it was sent, as some vendors do
 partially, so redaction can be tested.
 
+Usage: by default a request bills its prompt's words + 100 input tokens. ``billing="documented"``
+bills as the vendors document instead (:func:`documented_input_tokens`): the image by the rule of
+the model's family, the text at four characters a token, plus the few tokens of the message
+wrapping that every vendor adds.
+
 The model endpoints that preflight asks (no generation, no scripted action used): OpenAI and
 compatible ``GET .../models/<model>`` and ``GET .../models``, Anthropic ``GET /v1/models/<model>``,
 Gemini ``GET /v1beta/models/<model>``; ``models`` names the models served (None: any name), an
@@ -30,7 +35,9 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import re
+import struct
 import threading
 import time
 import urllib.parse
@@ -184,6 +191,59 @@ def reply_google(model: str, text: str, n_in: int, n_out: int) -> dict:
             "modelVersion": model}
 
 
+# -- billing by the vendors' documented rules (written apart from harness.models.api_costs, which
+# the tests hold against it) ---------------------------------------------------------------------
+WRAPPING_TOKENS = 8  # the message wrapping a vendor bills beside the parts (OpenAI's chat format: 7-8)
+PATCH_MODELS = [("gpt-4.1-mini", 1.62), ("gpt-4.1-nano", 2.46), ("gpt-5-mini", 1.62), ("gpt-5-nano", 2.46),
+                ("o4-mini", 1.72)]  # platform.openai.com/docs/guides/images-vision
+TILE_MODELS = [("gpt-4o-mini", 2833, 5667), ("gpt-5", 70, 140), ("o1", 75, 150), ("o3", 75, 150)]
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    return struct.unpack(">II", png[16:24])  # IHDR's width and height
+
+
+def _family(model: str, table: list) -> tuple | None:
+    return next((row for row in sorted(table, key=lambda r: -len(r[0]))
+                 if model == row[0] or model.startswith(row[0] + "-")), None)
+
+
+def openai_image_tokens(model: str, w: int, h: int) -> int:
+    patch = _family(model, PATCH_MODELS)
+    if patch is not None:
+        n = math.ceil(w / 32) * math.ceil(h / 32)
+        if n > 1536:
+            shrink = math.sqrt(1536 * 1024 / (w * h))
+            shrink *= min(math.floor(w * shrink / 32) / (w * shrink / 32), math.floor(h * shrink / 32) / (h * shrink / 32))
+            n = min(1536, math.ceil(w * shrink / 32) * math.ceil(h * shrink / 32))
+        return math.ceil(n * patch[1])
+    _, base, tile = _family(model, TILE_MODELS) or ("", 85, 170)
+    if max(w, h) > 2048:
+        w, h = w * 2048 / max(w, h), h * 2048 / max(w, h)
+    if min(w, h) > 768:
+        w, h = w * 768 / min(w, h), h * 768 / min(w, h)
+    return base + tile * math.ceil(w / 512) * math.ceil(h / 512)
+
+
+def anthropic_image_tokens(w: int, h: int) -> int:
+    if max(w, h) > 1568:
+        w, h = w * 1568 / max(w, h), h * 1568 / max(w, h)
+    return min(1600, math.ceil(w * h / 750))  # "more than ~1,600 tokens": scaled down to them
+
+
+def google_image_tokens(w: int, h: int) -> int:
+    return 258 if max(w, h) <= 384 else 258 * math.ceil(w / 768) * math.ceil(h / 768)
+
+
+def documented_input_tokens(vendor: str, model: str, image: bytes | None, prompt: str | None) -> int:
+    tokens = WRAPPING_TOKENS + math.ceil(len(prompt or "") / 4)
+    if image is not None:
+        w, h = png_size(image)
+        tokens += (anthropic_image_tokens(w, h) if vendor == "anthropic" else
+                   google_image_tokens(w, h) if vendor == "google" else openai_image_tokens(model, w, h))
+    return tokens
+
+
 VENDORS = {
     "openai": (parse_openai, reply_openai),
     "azure": (parse_openai, reply_openai),
@@ -195,8 +255,9 @@ GOOGLE_PATH = re.compile(r"^/v1beta/models/(?P<model>[^/:]+):generateContent$")
 
 class FakeVendorServer:
     def __init__(self, key: str | None = None, answer: Callable[[str | None], str] = lambda p: "2",
-                 delay_s: float = 0.0, models: set[str] | None = None):
+                 delay_s: float = 0.0, models: set[str] | None = None, billing: str = "flat"):
         self.key = key
+        self.billing = billing
         self.models = models
         self.model_checks: list[tuple[str, str]] = []  # (vendor, path) of each GET that passed its key check
         self.answer = answer
@@ -345,7 +406,9 @@ class FakeVendorServer:
             return self._send(h, 200, {"promptFeedback": {"blockReason": "SAFETY"}})
         text = action.text if action.text is not None else self.answer(prompt)
         model = model or body.get("model", "")
-        n_in, n_out = len((prompt or "").split()) + 100, len(text.split())
+        n_in = (documented_input_tokens(vendor, model, image, prompt) if self.billing == "documented" else
+                len((prompt or "").split()) + 100)
+        n_out = len(text.split())
         self._send(h, 200, VENDORS[vendor][1](model, text, n_in, n_out))
 
     def _send(self, h, code: int, payload: dict, headers: dict | None = None) -> None:

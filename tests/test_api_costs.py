@@ -12,7 +12,7 @@ from datetime import date
 import pytest
 import yaml
 
-from harness.models.api_costs import PRICES, cost_usd, estimate_input_tokens, price_of
+from harness.models.api_costs import MESSAGE_TOKENS, PRICES, cost_usd, estimate_input_tokens, image_tokens, price_of
 from tests import lifecycle as life
 from tests.conftest import MIRROR, REPO
 from tests.fake_vendor_server import FakeVendorServer
@@ -27,9 +27,18 @@ def test_price_table_rows_are_complete_dated_and_sourced():
                     "batch_output_usd_per_mtok"):
             assert float(row[col]) > 0, (row["model"], col)
         assert date.fromisoformat(row["date"]) <= date(2026, 12, 31)
-        assert re.match(r"https://", row["source"])
-        # the figures come from others' summaries, not the vendor's page: the row says so
-        assert re.match(r"third-party summary https://", row["via"])
+        vendor_site = {"openai": "https://platform.openai.com/", "anthropic": "https://platform.claude.com/",
+                       "google": "https://ai.google.dev/"}[row["vendor"]]
+        assert row["source"].startswith(vendor_site), row["model"]  # the vendor's own page
+        # where only a third party confirms a figure, the row says which and who
+        assert row["confirmed"] in {"vendor page", "third party"}, row["model"]
+        if row["confirmed"] == "third party" or "third party" in row["note"]:
+            assert re.search(r"third[- ]party.*https://", row["note"]), row["model"]
+
+
+@pytest.mark.parametrize("model,cached", [("gpt-5-mini", 0.025), ("o3", 0.50)])
+def test_cached_input_rates_are_the_vendors(model, cached):
+    assert price_of("openai", model).cached_input == cached  # as the vendor's model pages give them
 
 
 def test_the_shipped_recipes_api_models_are_priced():
@@ -54,16 +63,80 @@ def test_cost_counts_cached_input_and_thinking_at_their_rates():
     assert price_of("openai", "acme-vision-9") is None
 
 
-@pytest.mark.parametrize("provider,size,tokens", [
-    ("openai", (512, 512), 85 + 170),  # one 512 px tile
-    ("openai", (1024, 1024), 85 + 170 * 4),  # shortest side 768: 2 x 2 tiles
-    ("anthropic", (750, 100), 100),  # width x height / 750
-    ("google", (384, 384), 258),  # one image of at most 384 px
-    ("google", (1000, 500), 258 * 2),  # 768 px tiles
+@pytest.mark.parametrize("provider,model,size,tokens", [
+    ("openai", "gpt-4o", (512, 512), 85 + 170),  # one 512 px tile
+    ("openai", "gpt-4o", (1024, 1024), 85 + 170 * 4),  # shortest side 768: 2 x 2 tiles
+    ("openai", "gpt-4o-mini", (512, 512), 2833 + 5667),  # the same tiles, at gpt-4o-mini's token counts
+    ("openai", "o3", (512, 512), 75 + 150),
+    ("openai", "gpt-5-nano-2025-08-07", (640, 480), math.ceil(20 * 15 * 2.46)),  # 32 px patches x multiplier
+    ("openai", "gpt-4.1-mini", (1800, 2400), math.ceil(1452 * 1.62)),  # the page's example: scaled to 1452 patches
+    ("anthropic", "claude-opus-4-6", (750, 100), 100),  # width x height / 750
+    ("anthropic", "claude-opus-4-6", (1568, 1568), 1600),  # scaled down to ~1,600 tokens
+    ("google", "gemini-2.5-flash", (384, 384), 258),  # one image of at most 384 px
+    ("google", "gemini-2.5-flash", (1000, 500), 258 * 2),  # 768 px tiles
 ])
-def test_image_tokens_follow_each_vendors_rule(provider, size, tokens):
-    assert estimate_input_tokens(provider, size, "") == tokens
-    assert estimate_input_tokens(provider, size, "x" * 40) == tokens + 10  # about 4 characters a token
+def test_image_tokens_follow_each_model_familys_rule(provider, model, size, tokens):
+    assert image_tokens(provider, model, *size) == tokens
+    # about 4 characters a token, and the message wrapping
+    assert estimate_input_tokens(provider, model, size, "x" * 40) == tokens + 10 + MESSAGE_TOKENS
+
+
+# each vendor's model families: OpenAI's tiles (three token scales) and its patches (three multipliers)
+FAMILIES = [("openai", "gpt-4o-2024-08-06"), ("openai", "gpt-4o-mini"), ("openai", "gpt-4.1"), ("openai", "o3"),
+            ("openai", "gpt-5"), ("openai", "gpt-5-nano"), ("openai", "gpt-5-mini"), ("openai", "gpt-4.1-mini"),
+            ("openai", "gpt-4.1-nano"), ("openai", "o4-mini"), ("anthropic", "claude-sonnet-4-6"),
+            ("google", "gemini-2.5-flash")]
+SIZES = [(64, 48), (640, 480), (1024, 768), (2400, 1800), (300, 1200)]
+
+
+@pytest.mark.parametrize("provider,model", FAMILIES)
+def test_estimated_input_tokens_are_within_5_percent_of_the_bill(provider, model, monkeypatch):
+    """The fake vendor bills by each vendor's documented rule; the estimate, made without a key or a
+    call, lands within 5% of what it billed for every image size."""
+    from PIL import Image
+
+    from harness.models.api import APIModel
+    from harness.models.base import ModelSpec
+
+    env = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "google": "GEMINI_API_KEY"}[provider]
+    monkeypatch.setenv(env, life.KEY)
+    prompt = "Three colored chart marks are shown, numbered 1, 2 and 3. Which one is the odd one out?"
+    with FakeVendorServer(key=life.KEY, billing="documented") as server:
+        adapter = APIModel(ModelSpec(id="m", source="api", name=f"{provider}/{model}", options={
+            "base_url": server.url + ("/v1" if provider == "openai" else ""), "max_tokens": 4096}))
+        for size in SIZES:
+            gen = adapter.generate(Image.new("RGB", size, (200, 30, 30)), prompt, {"max_new_tokens": 40})
+            assert gen.error is None, gen.error
+            billed, estimated = gen.usage["input_tokens"], estimate_input_tokens(provider, model, size, prompt)
+            assert abs(estimated - billed) <= 0.05 * billed, (size, estimated, billed)
+
+
+def test_output_is_estimated_as_a_bound_and_as_expected():
+    from harness.models.api_costs import Job, estimate, estimate_line, expected_output_tokens
+
+    # the expected figure: the mean the recorded calls billed (thinking is output), else the answers' length
+    recorded = [{"usage": {"output_tokens": 2, "thinking_tokens": 100}}, {"usage": {"output_tokens": 4}},
+                {"parse_status": "null:api_error:timeout"}]
+    assert expected_output_tokens(recorded, ["3"]) == 53
+    assert expected_output_tokens([], ["3", "Yes, the middle one"]) == 3
+    jobs = [Job(100, (640, 480), "Which one?", 2000, 53.0)]
+    e = estimate("openai", "gpt-5-nano", jobs)
+    assert e.tokens_out_bound == 200_000 and e.tokens_out_expected == 5300
+    assert e.usd_bound == pytest.approx((e.tokens_in * 0.05 + 200_000 * 0.40) / 1e6)
+    assert e.usd_expected == pytest.approx((e.tokens_in * 0.05 + 5300 * 0.40) / 1e6)
+    line = estimate_line("openai", "gpt-5-nano", jobs)
+    assert "<= 200,000 output tokens, ~$0.08" in line and "expected ~5,300 output tokens, ~$0.01" in line
+    assert "expected ~5,300 output tokens; no price" in estimate_line("openai", "acme-vision-9", jobs)
+
+
+def test_a_timed_out_call_counts_at_its_estimated_cost():
+    from harness.models.api_costs import timed_out_usage
+
+    usage = timed_out_usage("openai", "gpt-5-nano", (640, 480), "x" * 40, 2000)
+    assert usage["input_tokens"] == estimate_input_tokens("openai", "gpt-5-nano", (640, 480), "x" * 40)
+    assert usage["output_tokens"] == 2000 and usage["estimated"] == 1  # the vendor may bill the whole budget
+    price = price_of("openai", "gpt-5-nano")
+    assert cost_usd(price, usage) == pytest.approx((usage["input_tokens"] * 0.05 + 2000 * 0.40) / 1e6)
 
 
 def test_usage_records_cached_tokens_from_each_vendors_fields():

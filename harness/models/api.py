@@ -94,7 +94,8 @@ from PIL import Image
 from ..version import __version__
 from ..stimuli.base import png_bytes
 from .api_capabilities import MIN_OUTPUT_WHEN_THINKING, Family, family_of
-from .api_concurrency import AdaptiveConcurrency
+from .api_concurrency import AdaptiveConcurrency, RateLimits, rate_limits
+from .api_costs import estimate_input_tokens
 from .base import Generation, ModelAdapter, ModelError, ModelSpec
 
 log = logging.getLogger(__name__)
@@ -700,8 +701,6 @@ class APIModel(ModelAdapter):
                     limits=httpx2.Limits(max_connections=workers, max_keepalive_connections=workers))
             return self._http
 
-    def _post(self, url: str, headers: dict[str, str], body: dict[str, Any], stream: bool = False) -> dict[str, Any]:
-        return self._send("POST", url, headers, json.dumps(body).encode(), stream)
 
     def streams(self, plan: RequestPlan) -> bool:
         """Whether the request goes out streamed: an Anthropic output budget above what it takes in
@@ -709,11 +708,13 @@ class APIModel(ModelAdapter):
         return self.provider == "anthropic" and plan.max_tokens > anthropic_nonstreaming_limit(self.model)
 
     def _paced_post(self, url: str, headers: dict[str, str], body: dict[str, Any],
-                    stream: bool = False) -> dict[str, Any]:
-        """``_post`` inside the model's in-flight window, which a 429 or 529 shrinks."""
-        started = self._window.acquire()
+                    stream: bool = False, tokens: int = 0) -> dict[str, Any]:
+        """A POST inside the model's in-flight window, which a 429 or 529 shrinks and the vendor's
+        rate-limit headers pace (``tokens``: the request's estimate, for a tokens-per-minute limit)."""
+        started = self._window.acquire(tokens)
         try:
-            payload = self._post(url, headers, body, stream)
+            payload = self._send("POST", url, headers, json.dumps(body).encode(), stream,
+                                 lambda limits: self._window.observe(started, limits))
         except _Retryable as e:
             self._window.release(started, "pushback" if e.code in PUSHBACK else "failed", e.retry_after)
             raise
@@ -724,17 +725,21 @@ class APIModel(ModelAdapter):
         return payload
 
     def _send(self, method: str, url: str, headers: dict[str, str], content: bytes | None,
-              stream: bool = False) -> dict[str, Any]:
+              stream: bool = False, observe: Callable[[RateLimits | None], None] | None = None) -> dict[str, Any]:
         """The response body (a streamed one: the message its events build); raises _Retryable or
-        _Terminal by the vendor's status and fields."""
+        _Terminal by the vendor's status and fields. ``observe`` is told the response's rate limits."""
         try:
             if stream:
                 with self._client().stream(method, url, content=content, headers=headers) as resp:
+                    if observe is not None:
+                        observe(rate_limits(resp.headers))
                     if resp.status_code >= 400:
                         resp.read()
                         self._raise_status(resp)
                     return self._streamed(resp.iter_lines())
             resp = self._client().request(method, url, content=content, headers=headers)
+            if observe is not None:
+                observe(rate_limits(resp.headers))
         except httpx2.TimeoutException:
             raise _Retryable("timeout", f"no response within {self.options['timeout_s']} s") from None
         except httpx2.TransportError as e:  # refused, reset or dropped mid-response
@@ -904,6 +909,9 @@ class APIModel(ModelAdapter):
         except Exception as e:  # noqa: BLE001 - a request that cannot be built is one null trial
             return Generation(text=None, latency_s=time.perf_counter() - t0,
                               error=f"request: {type(e).__name__}: {self._scrub(str(e))}")
+        # what a tokens-per-minute limit counts: the input, and the output budget (OpenAI counts it)
+        tokens = estimate_input_tokens(self.provider, self.capability_model, image.size if image else None,
+                                       prompt) + plan.max_tokens
         stream = self.streams(plan)
         if stream:
             body = {**body, "stream": True}
@@ -912,7 +920,7 @@ class APIModel(ModelAdapter):
         for attempt in range(attempts):
             t0 = time.perf_counter()
             try:
-                return self.answer(self._paced_post(url, headers, body, stream), plan, t0)
+                return self.answer(self._paced_post(url, headers, body, stream, tokens), plan, t0)
             except _Terminal as e:
                 log.warning("%s: %s, not retried", self.spec.id, e.code)
                 return Generation(text=None, latency_s=time.perf_counter() - t0,

@@ -2,15 +2,16 @@
 and the input tokens a request will carry, estimated before a run.
 
 ``prices.csv`` has one row per (vendor, model): USD per million input, output, cached-input, batch
-input and batch output tokens, the date of the price, the vendor's pricing page (``source``) and
-the third-party summary the figures were read from (``via``; not checked against ``source``).
-Azure deployments are priced as the OpenAI model they serve. Thinking tokens are billed as output,
-cached input at its own rate.
+input and batch output tokens, the date the figures were read, the vendor's own page for the
+model (``source``), whether the figures were read there (``confirmed``: ``vendor page``) or only
+in a third party's summary (``third party``), and a ``note`` naming any third party and any figure
+derived or unconfirmed. Azure deployments are priced as the OpenAI model they serve. Thinking
+tokens are billed as output, cached input at its own rate.
 
-Input tokens of an image follow each vendor's documented rule: OpenAI 85 + 170 per 512 px tile
-once the image fits 2048 px and its short side is at most 768 px; Anthropic width x height / 750
-once the long side is at most 1568 px; Gemini 258 per image of at most 384 px, else per 768 px
-tile. Text is counted at about four characters a token: an estimate, for the dry run; the run
+Input tokens of an image follow each vendor's documented rule for the model's family
+(:func:`image_tokens`); text is counted at about four characters a token. An estimate gives its
+output twice: the bound (every call spends its output budget) and the expected figure (the mean
+the model's recorded calls of the task billed, else the length of the task's answers): the run
 itself counts what the vendors report.
 """
 
@@ -42,6 +43,7 @@ class Price:
     batch_output: float
     date: str
     source: str
+    confirmed: str  # "vendor page", or "third party" where only others' summaries give the figures
 
 
 @lru_cache(maxsize=1)
@@ -53,7 +55,7 @@ def _prices() -> dict[tuple[str, str], Price]:
             out[row["vendor"], row["model"]] = Price(
                 row["vendor"], row["model"], float(row["input_usd_per_mtok"]), float(row["output_usd_per_mtok"]),
                 float(cached) if cached else None, float(row["batch_input_usd_per_mtok"]),
-                float(row["batch_output_usd_per_mtok"]), row["date"], row["source"])
+                float(row["batch_output_usd_per_mtok"]), row["date"], row["source"], row["confirmed"])
     return out
 
 
@@ -75,45 +77,161 @@ def cost_usd(price: Price, usage: dict[str, int]) -> float:
     return (fresh * rate_in + cached * cached_rate + out * rate_out) / 1e6
 
 
-def _fit(width: int, height: int, longest: float) -> tuple[float, float]:
+def _fit(width: float, height: float, longest: float) -> tuple[float, float]:
     scale = min(1.0, longest / max(width, height))
     return width * scale, height * scale
 
 
-def image_tokens(provider: str, width: int, height: int) -> int:
+# OpenAI, https://platform.openai.com/docs/guides/images-vision#calculating-costs (read 2026-12-05;
+# the multipliers as the page gives them: measurements posted on community.openai.com bill
+# gpt-5-mini at 1.2 and gpt-5-nano at 1.5, so these estimates err high for those two).
+OPENAI_PATCH_MULTIPLIER = {"gpt-5-mini": 1.62, "gpt-5-nano": 2.46, "gpt-4.1-mini": 1.62, "gpt-4.1-nano": 2.46,
+                           "o4-mini": 1.72}
+OPENAI_PATCH_CAP = 1536  # 32 px patches; an image that needs more is scaled down to fit
+# (base, per 512 px tile) of the tile families, longest prefix first; others as gpt-4o, gpt-4.1
+OPENAI_TILES = (("computer-use-preview", 65, 129), ("gpt-4o-mini", 2833, 5667), ("gpt-5", 70, 140),
+                ("o1", 75, 150), ("o3", 75, 150))
+OPENAI_DEFAULT_TILES = (85, 170)
+# Anthropic, https://platform.claude.com/docs/en/build-with-claude/vision (read 2026-12-05): an image
+# whose long edge exceeds 1568 px or that would cost more than about 1,600 tokens is scaled down first.
+ANTHROPIC_LONG_EDGE, ANTHROPIC_MAX_TOKENS, ANTHROPIC_PIXELS_PER_TOKEN = 1568, 1600, 750
+# Gemini 2.x, https://ai.google.dev/gemini-api/docs/tokens (read 2026-12-05): 258 tokens for an
+# image of at most 384 px both ways, else 258 per 768 x 768 tile it is cropped and scaled into.
+GEMINI_SMALL, GEMINI_TILE, GEMINI_TILE_TOKENS = 384, 768, 258
+
+
+def image_rule(provider: str, model: str) -> str:
+    """The billing rule of the model's family: ``patch`` (OpenAI's 32 px patches times a multiplier),
+    ``tile`` (OpenAI's 512 px tiles; also OpenAI-compatible servers, which document none),
+    ``pixel`` (Anthropic) or ``gemini``."""
     if provider == "anthropic":
-        w, h = _fit(width, height, 1568)
-        return math.ceil(w * h / 750)
+        return "pixel"
     if provider == "google":
-        if width <= 384 and height <= 384:
-            return 258
-        return 258 * math.ceil(width / 768) * math.ceil(height / 768)
-    w, h = _fit(width, height, 2048)  # OpenAI and compatible servers: OpenAI's high-detail rule
+        return "gemini"
+    return "patch" if _prefixed(model, OPENAI_PATCH_MULTIPLIER) else "tile"
+
+
+def _prefixed(model: str, names) -> str | None:
+    """The longest of ``names`` that ``model`` is or is a dated snapshot of (gpt-5-nano-2025-08-07)."""
+    hits = [n for n in names if model == n or model.startswith(n + "-")]
+    return max(hits, key=len) if hits else None
+
+
+def _openai_patches(width: float, height: float) -> int:
+    patches = math.ceil(width / 32) * math.ceil(height / 32)
+    if patches <= OPENAI_PATCH_CAP:
+        return patches
+    # the page's step B: scale to the cap, then shrink until whole patches cover the width or height
+    r = math.sqrt(32 * 32 * OPENAI_PATCH_CAP / (width * height))
+    r *= min(math.floor(width * r / 32) / (width * r / 32), math.floor(height * r / 32) / (height * r / 32))
+    return min(OPENAI_PATCH_CAP, math.ceil(width * r / 32) * math.ceil(height * r / 32))
+
+
+def image_tokens(provider: str, model: str, width: int, height: int) -> int:
+    """Input tokens one image bills on the model, by its family's documented rule (:func:`image_rule`;
+    OpenAI images at ``detail: high``, what ``auto`` picks for images over 512 px)."""
+    rule = image_rule(provider, model)
+    if rule == "pixel":
+        w, h = _fit(width, height, ANTHROPIC_LONG_EDGE)  # then scaled to the token cap, if over it
+        return min(ANTHROPIC_MAX_TOKENS, math.ceil(w * h / ANTHROPIC_PIXELS_PER_TOKEN))
+    if rule == "gemini":
+        if width <= GEMINI_SMALL and height <= GEMINI_SMALL:
+            return GEMINI_TILE_TOKENS
+        return GEMINI_TILE_TOKENS * math.ceil(width / GEMINI_TILE) * math.ceil(height / GEMINI_TILE)
+    if rule == "patch":
+        multiplier = OPENAI_PATCH_MULTIPLIER[str(_prefixed(model, OPENAI_PATCH_MULTIPLIER))]
+        return math.ceil(_openai_patches(width, height) * multiplier)
+    family = _prefixed(model, [name for name, *_ in OPENAI_TILES])
+    base, per_tile = next(((b, t) for name, b, t in OPENAI_TILES if name == family), OPENAI_DEFAULT_TILES)
+    w, h = _fit(width, height, 2048)
     scale = min(1.0, 768 / min(w, h))
-    return 85 + 170 * math.ceil(w * scale / 512) * math.ceil(h * scale / 512)
+    return base + per_tile * math.ceil(w * scale / 512) * math.ceil(h * scale / 512)
 
 
-def estimate_input_tokens(provider: str, image_size: tuple[int, int] | None, prompt: str) -> int:
-    """Input tokens of one request: its image by the vendor's rule, its text at ~4 characters a token."""
-    image = image_tokens(provider, *image_size) if image_size else 0
-    return image + math.ceil(len(prompt) / 4)
+def text_tokens(text: str) -> int:
+    return math.ceil(len(text) / 4)  # about four characters a token, as the vendors' pages say
 
 
-def estimate_line(provider: str, model: str, jobs: Sequence[tuple[int, tuple[int, int] | None, str, int]],
-                  batch: bool = False) -> str:
-    """The dry run's line for one API model: its calls still to run, their input tokens (estimated),
-    their output budget (an upper bound) and what that costs at the table's prices (batch prices
-    for a model in batch mode). ``jobs``: per task (calls, image size, prompt, output budget)."""
-    calls = sum(n for n, *_ in jobs)
-    tokens_in = sum(n * estimate_input_tokens(provider, size, prompt) for n, size, prompt, _ in jobs)
-    tokens_out = sum(n * budget for n, _, _, budget in jobs)
-    line = f"  estimated: {calls} calls, ~{tokens_in:,} input tokens, <= {tokens_out:,} output tokens"
+# the tokens a request bills beside its parts: OpenAI's cookbook counts 3 per message, 3 priming the
+# reply and the role (https://cookbook.openai.com/examples/how_to_count_tokens_with_tiktoken)
+MESSAGE_TOKENS = 7
+
+
+def estimate_input_tokens(provider: str, model: str, image_size: tuple[int, int] | None, prompt: str) -> int:
+    """Input tokens of one request: its image by the model's rule, its text at ~4 characters a
+    token, and the message wrapping."""
+    image = image_tokens(provider, model, *image_size) if image_size else 0
+    return MESSAGE_TOKENS + image + text_tokens(prompt)
+
+
+def expected_output_tokens(records: list[dict], answers: Sequence[object] = ()) -> float:
+    """What a call of the task is expected to bill as output (thinking included): the mean of the
+    model's recorded calls that reported usage, else the mean length of the task's answers (at
+    least one token; a reasoning model's thinking comes on top)."""
+    billed = [u.get("output_tokens", 0) + u.get("thinking_tokens", 0) for r in records if (u := r.get("usage"))]
+    if billed:
+        return sum(billed) / len(billed)
+    lengths = [max(1, text_tokens(str(a))) for a in answers]
+    return sum(lengths) / len(lengths) if lengths else 1.0
+
+
+@dataclass(frozen=True)
+class Job:
+    """One task's calls to run on one API model, as the dry run plans them."""
+
+    calls: int
+    image_size: tuple[int, int] | None
+    prompt: str
+    max_tokens: int  # the output budget: what a call may bill at most
+    expected_tokens: float  # what a call is expected to bill (expected_output_tokens)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What a model's planned calls will cost: input tokens by the vendors' rules, output as a bound
+    and as an expected figure; the USD figures None where ``prices.csv`` has no row."""
+
+    calls: int
+    tokens_in: int
+    tokens_out_bound: int
+    tokens_out_expected: int
+    usd_bound: float | None
+    usd_expected: float | None
+    price: Price | None
+
+
+def estimate(provider: str, model: str, jobs: Sequence[Job], batch: bool = False) -> Estimate:
+    """The calls' cost, without a key (batch prices for a model in batch mode)."""
+    tokens_in = sum(j.calls * estimate_input_tokens(provider, model, j.image_size, j.prompt) for j in jobs)
+    bound = sum(j.calls * j.max_tokens for j in jobs)
+    expected = round(sum(j.calls * min(j.expected_tokens, j.max_tokens) for j in jobs))
     price = price_of(provider, model)
-    if price is None:
-        return f"{line}; no price for {provider}/{model} in harness/models/prices.csv"
-    usd = cost_usd(price, {"input_tokens": tokens_in, "output_tokens": tokens_out, "batch": int(batch)})
+    usd = [None if price is None else cost_usd(price, {"input_tokens": tokens_in, "output_tokens": out,
+                                                       "batch": int(batch)}) for out in (bound, expected)]
+    return Estimate(sum(j.calls for j in jobs), tokens_in, bound, expected, usd[0], usd[1], price)
+
+
+def estimate_line(provider: str, model: str, jobs: Sequence[Job], batch: bool = False) -> str:
+    """The dry run's line for one API model: its calls still to run, their input tokens, their output
+    as a bound and as expected, and what each costs at the table's prices."""
+    e = estimate(provider, model, jobs, batch)
+    line = f"  estimated: {e.calls} calls, ~{e.tokens_in:,} input tokens, <= {e.tokens_out_bound:,} output tokens"
+    expected = f"expected ~{e.tokens_out_expected:,} output tokens"
+    if e.price is None:
+        return f"{line}; {expected}; no price for {provider}/{model} in harness/models/prices.csv"
     rates = "batch prices" if batch else "prices"
-    return f"{line}, ~${usd:.2f} at {price.model} {rates} of {price.date} (harness/models/prices.csv)"
+    who = "" if e.price.confirmed == "vendor page" else ", read in a third party's summary"
+    return (f"{line}, ~${e.usd_bound:.2f} at {e.price.model} {rates} of {e.price.date} (harness/models/prices.csv"
+            f"{who}); {expected}, ~${e.usd_expected:.2f}")
+
+
+def timed_out_usage(provider: str, model: str, image_size: tuple[int, int] | None, prompt: str,
+                    max_tokens: int, batch: bool = False) -> dict[str, int]:
+    """The usage a call that gestalt gave up on (timeout) is counted at: the vendor may still answer
+    and bill it, so its estimated input and its whole output budget (a call that outlasts the
+    timeout is a long one). Price it with :func:`cost_usd`."""
+    return {"input_tokens": estimate_input_tokens(provider, model, image_size, prompt),
+            "output_tokens": max_tokens, "batch": int(batch), "estimated": 1}
 
 
 USAGE_METRICS = ("tokens_in", "tokens_out", "cost_usd")  # an API battery's run metrics (battery_usage)
