@@ -321,13 +321,19 @@ def spent_so_far(recipe: Recipe, planned: list[Planned], stimsets: dict[str, Sti
 
 def verify_api_models(planned: list[Planned]) -> None:
     """Each API model's key and name, asked of its vendor with one request that generates nothing,
-    before any MLflow run: a refused key or an unknown model is one line (ModelError, exit 2).
-    ``--offline`` skips it."""
+    before any MLflow run: every refused key and unknown model of the recipe, in one line
+    (ModelError, exit 2). ``--offline`` skips it."""
     from .models.api import APIModel  # httpx2: only where a recipe has API models to check
 
+    refused = []
     for p in planned:
         if isinstance(p.adapter, APIModel):
-            p.adapter.verify()
+            try:
+                p.adapter.verify()
+            except ModelError as e:
+                refused.append(str(e))
+    if refused:
+        raise ModelError("; ".join(refused))
 
 
 def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, StimulusSet]) -> str:
