@@ -11,7 +11,6 @@ records), scores through the task's scoring family, figures, artifacts.
 from __future__ import annotations
 
 import contextlib
-import functools
 import errno
 import os
 import hashlib
@@ -25,7 +24,8 @@ from typing import Any
 
 from .version import __version__
 from .errors import DiskUnavailable, GestaltError, ProcessLost, TrackingUnavailable
-from .models.api_costs import USAGE_METRICS, Budget, BudgetReached, Price, battery_usage, price_of, task_usage
+from .models.api_costs import (USAGE_METRICS, Budget, BudgetReached, Price, battery_usage, cost_usd,
+                               estimate_input_tokens, price_of, spend, task_usage)
 from .models.base import CAPABILITIES, ModelAdapter, ModelError, ModelSpec, fingerprint_hash
 from .models.device import cpu_heap_wanted, long_lived_frozen
 from .models.registry import make_adapter
@@ -93,6 +93,7 @@ class BatteryResult:
     new_trials: int = 0
     up_to_date: bool = False  # nothing changed since run_id finished: no run made, nothing computed
     failed: str | None = None  # why the battery's run ended FAILED (every trial null, or failed calls left)
+    failed_calls: int = 0  # trials whose call failed: a rerun sends them again, the scores wait for them
     # wall seconds per task and phase: trials (model calls and stimulus preparation), scores,
     # figures (drawn; saved in the background), tracking (MLflow logging; the battery's own under
     # "battery"); what benchmarks/overhead.py reports as the harness's share
@@ -278,15 +279,61 @@ def check_budget(recipe: Recipe, planned: list[Planned]) -> None:
                                       f"harness/models/prices.csv; add its row or remove budget_usd")
 
 
+def output_budget(api: Any, options: dict[str, Any]) -> int:
+    """The output tokens an API call may bill: the model's ``max_tokens``, else the readout's
+    ``max_new_tokens``."""
+    return int(api.options.get("max_tokens") or options.get("max_new_tokens", 40))
+
+
+def call_bound_usd(p: Planned, task_id: str, stimset: StimulusSet) -> float:
+    """The most one of the task's model calls costs at the table's price (0 where the model is not
+    a priced API model): its input tokens by the vendor's image rule and its whole output budget.
+    A call that timed out is counted at it, and each call in flight can take a run this far past
+    ``budget_usd``."""
+    api, _ = paid_models(p, task_id)
+    readout = p.readouts.get(task_id)
+    price = None if api is None else price_of(api.provider, api.capability_model)
+    if price is None or readout is None or not stimset.test:
+        return 0.0
+    tokens_in = estimate_input_tokens(api.provider, stimset.test[0].image.size,
+                                      stimset.prompt.text if stimset.prompt else "")
+    return cost_usd(price, {"input_tokens": tokens_in, "output_tokens": output_budget(api, readout.options),
+                            "batch": int(bool(api.options.get("batch")))})
+
+
+def record_stores(recipe: Recipe, p: Planned) -> dict[str, RecordStore]:
+    """Each task's record file of the model's battery."""
+    return {t.task_id: RecordStore(recipe.out_dir / p.model.id / "records" / f"{t.task_id}.jsonl")
+            for t, _ in p.tasks}
+
+
+def spent_so_far(recipe: Recipe, planned: list[Planned], stimsets: dict[str, StimulusSet]) -> float:
+    """What the recipe's batteries have spent in all runs so far, read from their records (set-aside
+    failed and stale attempts included), at the table's prices; timed-out calls at their bound."""
+    total = 0.0
+    for p in planned:
+        for task_id, store in record_stores(recipe, p).items():
+            if any(m is not None for m in paid_models(p, task_id)):
+                total += spend(store.attempts(), *task_prices(p, task_id),
+                               timed_out_usd=call_bound_usd(p, task_id, stimsets[task_id]))
+    return total
+
+
 def verify_api_models(planned: list[Planned]) -> None:
     """Each API model's key and name, asked of its vendor with one request that generates nothing,
-    before any MLflow run: a refused key or an unknown model is one line (ModelError, exit 2).
-    ``--offline`` skips it."""
+    before any MLflow run: every refused key and unknown model of the recipe, in one line
+    (ModelError, exit 2). ``--offline`` skips it."""
     from .models.api import APIModel  # httpx2: only where a recipe has API models to check
 
+    refused = []
     for p in planned:
         if isinstance(p.adapter, APIModel):
-            p.adapter.verify()
+            try:
+                p.adapter.verify()
+            except ModelError as e:
+                refused.append(str(e))
+    if refused:
+        raise ModelError("; ".join(refused))
 
 
 def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, StimulusSet]) -> str:
@@ -326,7 +373,7 @@ def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, St
             total_cached, total_pending = total_cached + cached, total_pending + len(keys) - cached
             lines.append(f"    trials cached {cached}, to run {len(keys) - cached}")
             options = p.readouts[task.task_id].options
-            answer_budget = int((api.options.get("max_tokens") if api else None) or options.get("max_new_tokens", 40))
+            answer_budget = output_budget(api, options) if api else int(options.get("max_new_tokens", 40))
             if api is not None and s.test:
                 answered = [r for r in store.read() if keys.get(r["trial_id"]) == r.get("cache_key")] \
                     if store.path.exists() else []
@@ -418,7 +465,8 @@ def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
                 shard: tuple[int, int] | None) -> list[BatteryResult]:
     if recipe.tracking.enabled:
         check_tracking_server(recipe.tracking.uri)
-    planned, stimsets, _ = preflight(recipe)
+    planned_all = preflight(recipe)
+    planned, stimsets, _ = planned_all
     if shard is not None:
         planned = shard_of(planned, shard)
         echo(shard_line(shard, planned, len(recipe.models)))
@@ -428,7 +476,11 @@ def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
     check_budget(recipe, planned)
     if not offline():
         verify_api_models(planned)
-    budget = Budget(recipe.budget_usd) if recipe.budget_usd is not None else None
+    budget = None
+    if recipe.budget_usd is not None:  # every battery of the recipe, other shards' included
+        everyone, _, _ = planned_all
+        budget = Budget(recipe.budget_usd, spent_so_far(recipe, everyone, stimsets))
+        echo(budget.line())
     dist = Dist()
     results = []
     try:
@@ -437,7 +489,7 @@ def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
                 with long_lived_frozen(collect_after=i + 1 < len(planned)):
                     results.append(_run_battery(recipe, p, stimsets, dist, echo, new_run=new_run,
                                                 budget=budget))
-                if budget is not None and budget.spent_usd >= budget.limit_usd and i + 1 < len(planned):
+                if budget is not None and budget.reached and i + 1 < len(planned):
                     echo(f"budget_usd {budget.limit_usd:g} spent: "
                          f"{', '.join(q.model.id for q in planned[i + 1:])} not started")
                     break
@@ -445,6 +497,8 @@ def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
         dist.close(finished=False)
         raise
     dist.close()
+    if budget is not None:
+        echo(budget.line())
     return results
 
 
@@ -498,7 +552,7 @@ def _failure(records: list[dict]) -> str | None:
     """Why the battery's run must end FAILED, or None: no trial has an answer, or some trial's
     call failed (dead key, quota, outage; a rerun sends those again, in the same run)."""
     def reasons(recs: list[dict]) -> str:
-        return ", ".join(f"{k} x{n}" for k, n in Counter(r["parse_status"] for r in recs).most_common(3))
+        return ", ".join(f"{k} x{n}" for k, n in Counter(r["parse_status"] for r in recs).most_common())
 
     failed = [r for r in records if failed_call(r["parse_status"], r.get("extras"))]
     if records and not any(r["parse_status"] == "ok" for r in records):
@@ -518,7 +572,7 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
     spec = p.model
     adapter = CountingAdapter(p.adapter, lambda: dist.device)  # resolved when a model is placed
     folder = recipe.out_dir / spec.id
-    stores = {t.task_id: RecordStore(folder / "records" / f"{t.task_id}.jsonl") for t, _ in p.tasks}
+    stores = record_stores(recipe, p)
     run_id: str | None = None
     track = recipe.tracking.enabled and dist.is_main
     uri = tracking_uri(recipe.tracking.uri)
@@ -558,15 +612,11 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
                 local_id = (run.run_id if run is not None
                             else f"{recipe.name}-{spec.id}-{time.strftime('%Y%m%d-%H%M%S')}")
                 run_id = dist.gather([local_id])[0]
-                try:
-                    result = _battery_trials(recipe, p, stimsets, dist, adapter, stores, run, run_id, echo,
-                                             budget)
-                except BudgetReached as e:  # the trials so far are recorded; a rerun continues
-                    result = BatteryResult(spec.id, run_id, failed=str(e))
+                result = _battery_trials(recipe, p, stimsets, dist, adapter, stores, run, run_id, echo, budget)
                 if result.failed:
                     echo(f"{spec.id}: {result.failed}; run {run_id} marked FAILED")
                     if run is not None:
-                        run.fail(result.failed)
+                        run.fail(result.failed, provisional=bool(result.scores))
                 elif run is not None:
                     run.finish(_records_digest(stores))
             return result
@@ -612,21 +662,27 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
         })
     intervals: dict[str, Any] = {}
     answered: list[dict] = []
-    usages: list[dict[str, float]] = []
+    calls_before = adapter.calls
+    stopped = None  # why the budget stopped the battery
     for task, readout in p.tasks:
         stimset = stimsets[task.task_id]
         store = stores[task.task_id]
         clock = time.perf_counter()
         paid = any(m is not None for m in paid_models(p, task.task_id))
         prices = task_prices(p, task.task_id)  # check_budget refused a recipe whose paid models lack one
-        charge = functools.partial(budget.charge, prices[0], extractor=prices[1]) \
-            if budget is not None and paid else None
-        tr = run_task(task, stimset, spec, adapter, store, readout_name=readout,
-                      readout_options=readout_options(recipe, spec, task), seed=recipe.seed,
-                      run_id=run_id, dist=dist, progress=recipe.runtime.progress, echo=echo,
-                      charge=charge)
+        charge = (Charge(budget, dist, prices, call_bound_usd(p, task.task_id, stimset))
+                  if budget is not None and paid else None)
+        try:
+            tr = run_task(task, stimset, spec, adapter, store, readout_name=readout,
+                          readout_options=readout_options(recipe, spec, task), seed=recipe.seed,
+                          run_id=run_id, dist=dist, progress=recipe.runtime.progress, echo=echo,
+                          charge=charge)
+        except BudgetReached as e:  # the trials so far are recorded; a rerun continues
+            assert charge is not None
+            stopped = str(e)
+            result.new_trials += sum(dist.gather([charge.records]))
+            break
         clock = _lap(result.seconds[task.task_id], "trials", clock)
-        result.model_calls += tr.model_calls
         result.new_trials += tr.new_trials
         if tr.unavailable:
             result.unavailable[task.task_id] = tr.unavailable
@@ -644,8 +700,7 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
                                    "stimulus_set_sha256": stimset.sha256,
                                    "scores": [s.to_dict() for s in scores]}
         if paid:  # the task's calls as the vendors counted them, and their cost at the table's prices
-            usages.append(task_usage(tr.records, *prices))
-            intervals[task.task_id]["usage"] = usages[-1]
+            intervals[task.task_id]["usage"] = task_usage(tr.records, *prices)
         if track:
             from .reports.battery import battery_figures  # matplotlib: only when figures are drawn
 
@@ -656,17 +711,54 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
             clock = _lap(result.seconds[task.task_id], "figures", clock)
             run.log_task(task.task_id, scores, tr.records, figs, store.path)
             _lap(result.seconds[task.task_id], "tracking", clock)
-    result.failed = _failure(answered)
+    result.model_calls = sum(dist.gather([adapter.calls - calls_before]))
+    result.failed_calls = sum(failed_call(r["parse_status"], r.get("extras")) for r in answered)
+    result.failed = stopped or _failure(answered)
     if track:
         clock = time.perf_counter()
-        totals = {"model_calls": float(result.model_calls)}
-        if usages:  # what the battery's calls used and cost, as the vendors counted
-            totals.update(battery_usage(usages))
-        run.log_metrics(totals)
+        run.log_metrics(run_totals(p, stores, run_id, result.model_calls))
         run.log_battery(intervals=intervals, recipe=recipe.resolved(), recipe_sha256=recipe.sha256,
                         stimulus_sets={t: s.sha256 for t, s in stimsets.items() if not s.unavailable})
         _lap(result.seconds["battery"], "tracking", clock)
     return result
+
+
+@dataclass
+class Charge:
+    """A task's calls charged to the budget as their records are written: each chunk's cost, every
+    process's together, so all processes stop at the same chunk. Calls that timed out count at
+    ``timed_out_usd``; ``records`` counts this process's trials charged."""
+
+    budget: Budget
+    dist: Dist
+    prices: tuple[Price | None, Price | None]
+    timed_out_usd: float
+    records: int = 0
+
+    def __call__(self, records: list[dict]) -> None:
+        self.records += len(records)
+        usd = spend(records, *self.prices, timed_out_usd=self.timed_out_usd)
+        rates = " and ".join(f"{p.model} prices of {p.date}" for p in self.prices if p is not None)
+        self.budget.charge(sum(self.dist.gather([usd])), rates)
+
+
+def run_totals(p: Planned, stores: dict[str, RecordStore], run_id: str, model_calls: int) -> dict[str, float]:
+    """The battery run's totals, each of the run as a whole (every process and every invocation
+    that continued it): an API model's ``model_calls``, tokens and cost counted from the records
+    its calls left (answers, failed attempts set aside); another model's ``model_calls`` as
+    counted by its processes."""
+    from .models.api import APIModel
+
+    usages, calls = [], 0
+    for task, _ in p.tasks:
+        if any(m is not None for m in paid_models(p, task.task_id)):
+            made = [r for r in stores[task.task_id].attempts() if r["run_meta"]["run_id"] == run_id]
+            calls += len(made)
+            usages.append(task_usage(made, *task_prices(p, task.task_id)))
+    if not usages:
+        return {"model_calls": float(model_calls)}
+    return {"model_calls": float(calls if isinstance(p.adapter, APIModel) else model_calls),
+            **battery_usage(usages)}
 
 
 def _lap(seconds: defaultdict[str, float], phase: str, since: float) -> float:
@@ -677,15 +769,16 @@ def _lap(seconds: defaultdict[str, float], phase: str, since: float) -> float:
 
 def summary_table(results: list[BatteryResult]) -> str:
     """One line per model x task x headline score of its family: value [95% CI], floor,
-    ceiling, nulls. Human references, per-level curves and breakdowns stay in intervals.json
-    and the report."""
+    ceiling, nulls; a FAILED battery's values marked provisional. Human references, per-level
+    curves and breakdowns stay in intervals.json and the report."""
     rows = []
     for r in results:
+        mark = " provisional" if r.failed else ""
         for task_id, scores in r.scores.items():
             for s in get_family(get_task(task_id).scoring).headline_scores(scores):
                 ci = f" [{_num(s.ci_low)}, {_num(s.ci_high)}]" if s.ci_low is not None else ""
-                rows.append((r.model_id, task_id, s.name, _num(s.value) + ci, _num(s.floor), _num(s.ceiling),
-                             f"{s.nulls}/{s.n + s.nulls}"))
+                rows.append((r.model_id, task_id, s.name, _num(s.value) + ci + mark, _num(s.floor),
+                             _num(s.ceiling), f"{s.nulls}/{s.n + s.nulls}"))
         for task_id in r.unavailable:
             rows.append((r.model_id, task_id, "unavailable", "", "", "", ""))
     header = ("model", "task", "score", "value [95% CI]", "floor", "ceiling", "nulls")
@@ -719,11 +812,17 @@ def _num(x: float | None) -> str:
 def answer_lines(results: list[BatteryResult], boot: Bootstrap) -> list[str]:
     """The run's answer: per task, the models in rank groups (best first), each with its primary
     score, 95% interval and position between floor and ceiling; censored and missing values and
-    unavailable tasks named, not ranked."""
+    unavailable tasks named, not ranked; a FAILED battery's scores are provisional (failed calls
+    left, or a budget that stopped it): named below the ranked models, never ranked beside them."""
     lines = ["", "rank groups per task (best first; models sharing a letter are not told apart):"]
     for task_id in dict.fromkeys(t for r in results for t in [*r.scores, *r.unavailable]):
         family = get_family(get_task(task_id).scoring)
-        scored = [r for r in results if task_id in r.scores]
+        scored = [r for r in results if task_id in r.scores and not r.failed]
+        provisional = [_provisional_line(r, task_id, family.primary) for r in results
+                       if task_id in r.scores and r.failed]
+        if not scored and provisional:
+            lines += [f"{task_id}  no finished model to rank", *provisional]
+            continue
         if not scored:
             lines.append(f"{task_id}: unavailable for every model (the reason is above)")
             continue
@@ -735,8 +834,18 @@ def answer_lines(results: list[BatteryResult], boot: Bootstrap) -> list[str]:
                    for r in scored}
         ranking = rank_task(entries, boot, family.primary[0])
         lines += _ranking_lines(task_id, ranking)
+        lines += provisional
         lines += [f"  -     {r.model_id}  unavailable" for r in results if task_id in r.unavailable]
     return lines
+
+
+def _provisional_line(r: BatteryResult, task_id: str, primary: tuple[str, ...]) -> str:
+    """A FAILED battery's primary score, named provisional with what it waits for."""
+    s = _primary(primary, r.scores[task_id]) if primary else None
+    shown = "" if s is None or s.value is None else f"{_num(s.value)} "
+    why = (f"{r.failed_calls} failed calls left (a rerun sends them)" if r.failed_calls
+           else f"run FAILED ({r.failed})")
+    return f"  -     {r.model_id}  {shown}provisional: {why}"
 
 
 def _primary(names: tuple[str, ...], scores: list[Score]) -> Score | None:

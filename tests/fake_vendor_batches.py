@@ -31,8 +31,9 @@ GOOGLE_BATCH = re.compile(r"^/v1beta/models/(?P<model>[^/:]+):batchGenerateConte
 
 
 class FakeBatchServer(FakeVendorServer):
-    def __init__(self, *args, polls_running: int = 1, fail_first: int = 0, **kwargs):
+    def __init__(self, *args, polls_running: int = 1, fail_first: int = 0, drop_downloads: int = 0, **kwargs):
         super().__init__(*args, **kwargs)
+        self.drop_downloads = drop_downloads  # results downloads whose connection closes unanswered
         self.polls_running = polls_running
         self.fail_first = fail_first
         self.files: dict[str, bytes] = {}
@@ -66,6 +67,11 @@ class FakeBatchServer(FakeVendorServer):
         ok, sent = self._auth_ok(vendor, h.headers)
         if not ok:
             return self._send(h, 401, {"error": {"message": f"Incorrect API key provided: {sent}"}})
+        if (m.group("file") or m.group("results")) and self.drop_downloads:
+            with self._lock:
+                self.drop_downloads -= 1
+            h.close_connection = True  # no status line: the client sees the connection drop
+            return None
         if m.group("file"):
             return self._send_raw(h, 200, self.files[m.group("file")])
         batch_id = m.group("batch") if vendor != "google" else f"batches/{m.group('batch')}"

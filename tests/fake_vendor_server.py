@@ -264,6 +264,7 @@ class FakeVendorServer:
         self.delay_s = delay_s
         self.actions: deque = deque()
         self.requests: list[Recorded] = []
+        self.refused = 0  # generation requests answered 401 for their key
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -377,6 +378,8 @@ class FakeVendorServer:
             return self._send(h, 404, {"error": f"no route {h.path}"})
         ok, sent = self._auth_ok(vendor, h.headers)
         if not ok:
+            with self._lock:
+                self.refused += 1
             return self._send(h, 401, {"error": {"message": f"Incorrect API key provided: {sent}"}})
         try:
             body = json.loads(raw)

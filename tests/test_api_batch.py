@@ -202,3 +202,18 @@ def test_a_request_not_in_the_stored_batch_is_a_failed_call(tmp_path, monkeypatc
         assert not server.requests and len(server.submissions) == 1
     assert kept.text == "It is a cat." and kept.usage["batch"] == 1
     assert changed.text is None and failed_call(api_error_status(changed.error))
+
+
+@pytest.mark.parametrize("vendor", ["openai", "anthropic"])
+def test_a_results_download_cut_off_is_read_again_by_the_rerun(tmp_path, vendor):
+    with FakeBatchServer(key=life.KEY, answer=life.answer, drop_downloads=1) as server:
+        path = batch_recipe(tmp_path, server.url, vendor)
+        code, _, err = life.cli(path)
+        assert code != 0
+        line = next(x for x in err.splitlines() if x.startswith("gestalt"))
+        assert "could not read the results of batch" in line and "a rerun reads them again" in line
+        assert "Traceback" not in err
+        code, _, err = life.cli(path)
+        assert code == 0, err[-2000:]
+        assert len(server.submissions) == 1  # the same batch, read again: never submitted twice
+    assert len(life.record_lines(tmp_path)) == life.TRIALS

@@ -321,17 +321,12 @@ def test_extractor_calls_are_estimated_counted_and_charged(tmp_path, monkeypatch
 
 
 def test_budget_counts_the_extractors_calls():
-    from harness.models.api_costs import Budget, BudgetReached
+    from harness.models.api_costs import spend
 
     model, extractor = price_of("openai", "gpt-4o"), price_of("openai", "gpt-4-0613")
     record = {"usage": {"input_tokens": 1000, "output_tokens": 10},
               "extras": {"extractor_usage": {"input_tokens": 1000, "output_tokens": 10}}}
     one = cost_usd(model, record["usage"]) + cost_usd(extractor, record["extras"]["extractor_usage"])
-    budget = Budget(limit_usd=2.5 * one)
-    budget.charge(model, [record, record], extractor=extractor)
-    assert budget.spent_usd == pytest.approx(2 * one)
-    with pytest.raises(BudgetReached, match="gpt-4o prices of .* and gpt-4-0613 prices"):
-        budget.charge(model, [record], extractor=extractor)
-    local = Budget(limit_usd=1.0)  # an open model answering, a paid extractor reading its answers
-    local.charge(None, [record], extractor=extractor)
-    assert local.spent_usd == pytest.approx(cost_usd(extractor, record["extras"]["extractor_usage"]))
+    assert spend([record, record], model, extractor) == pytest.approx(2 * one)
+    # an open model answering, a paid extractor reading its answers
+    assert spend([record], None, extractor) == pytest.approx(cost_usd(extractor, record["extras"]["extractor_usage"]))

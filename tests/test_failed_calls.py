@@ -115,3 +115,23 @@ def test_offline_skips_the_credential_check(tmp_path, server):
     code, _, err = life.cli(path, "--offline")
     assert code == 0, err[-2000:]
     assert not server.model_checks and len(server.requests) == life.TRIALS
+
+
+def test_preflight_names_every_refused_key_in_one_line(tmp_path, server):
+    path = life.api_recipe(tmp_path, server.url, models=("fake-api", "fake-b"))
+    code, _, err = life.cli(path, key="sk-dead-key-000000000000")
+    assert code == 2
+    (line,) = [x for x in err.splitlines() if x.strip()]
+    assert "'fake-api'" in line and "'fake-b'" in line and line.count("refused") == 2  # one try, not two
+
+
+def test_a_model_whose_key_is_refused_again_and_again_stops_sending(tmp_path, server):
+    from harness.models.api import REFUSED_KEY_BREAKER
+
+    path = life.api_recipe(tmp_path, server.url)
+    code, _, err = life.cli(path, "--offline", key="sk-dead-key-000000000000")
+    assert code == 1
+    assert server.refused == REFUSED_KEY_BREAKER  # not one request per trial
+    records = life.record_lines(tmp_path)
+    # every trial a failed call, so a rerun with a good key sends them all
+    assert len(records) == life.TRIALS and {r["parse_status"] for r in records} == {"null:api_error:http_401"}

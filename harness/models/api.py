@@ -198,6 +198,10 @@ def anthropic_streamed_message(events: Iterable[dict[str, Any]]) -> dict[str, An
             return message
     return None
 RETRY_STATUS = {408, 409, 429}  # and every 5xx
+REFUSED_KEY = {"http_401", "http_403", "auth"}  # the vendor refused the key (Gemini: a 400 naming it)
+# Consecutive refused-key answers after which a model sends nothing more: the key is dead, and
+# every further call would fail the same way (each such trial is a failed call a rerun sends again).
+REFUSED_KEY_BREAKER = 5
 PUSHBACK = {"http_429", "http_529"}  # the vendor asks for fewer requests: the in-flight window shrinks
 MAX_CONCURRENCY = 32
 DETAIL_CHARS = 300
@@ -358,6 +362,7 @@ class APIModel(ModelAdapter):
         ceiling = self.options.get("max_concurrency") or (
             start if "concurrency" in spec.options else max(MAX_CONCURRENCY, start))
         self._window = AdaptiveConcurrency(start, max(start, int(ceiling)))
+        self._refused: list[str] = []  # the refused-key answers since the last answer (the breaker)
 
     def __repr__(self) -> str:
         return f"APIModel({self.spec.id!r}, {self.provider}/{self.model})"
@@ -676,7 +681,7 @@ class APIModel(ModelAdapter):
                 if not any(isinstance(m, dict) and m.get("id") == self.model for m in listed):
                     raise _Terminal("http_404", "not among the served models") from None
         except _Terminal as e:
-            if e.code in ("http_401", "http_403", "auth"):
+            if e.code in REFUSED_KEY:
                 raise ModelError(f"{where}: the API key in {names} was refused ({e.code}); set a valid "
                                  f"key, or skip this check with --offline") from None
             if e.code == "http_404":
@@ -909,6 +914,10 @@ class APIModel(ModelAdapter):
         except Exception as e:  # noqa: BLE001 - a request that cannot be built is one null trial
             return Generation(text=None, latency_s=time.perf_counter() - t0,
                               error=f"request: {type(e).__name__}: {self._scrub(str(e))}")
+        if len(self._refused) >= REFUSED_KEY_BREAKER:
+            return Generation(text=None, settings_dropped=plan.dropped,
+                              error=f"{self._refused[-1]}: not sent: the key was refused {len(self._refused)} "
+                                    f"times in a row")
         # what a tokens-per-minute limit counts: the input, and the output budget (OpenAI counts it)
         tokens = estimate_input_tokens(self.provider, self.capability_model, image.size if image else None,
                                        prompt) + plan.max_tokens
@@ -920,8 +929,12 @@ class APIModel(ModelAdapter):
         for attempt in range(attempts):
             t0 = time.perf_counter()
             try:
-                return self.answer(self._paced_post(url, headers, body, stream, tokens), plan, t0)
+                gen = self.answer(self._paced_post(url, headers, body, stream, tokens), plan, t0)
+                self._refused.clear()
+                return gen
             except _Terminal as e:
+                if e.code in REFUSED_KEY:
+                    self._refused.append(e.code)
                 log.warning("%s: %s, not retried", self.spec.id, e.code)
                 return Generation(text=None, latency_s=time.perf_counter() - t0,
                                   error=f"{e.code}: {e.detail}", settings_dropped=plan.dropped)

@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx2
 from PIL import Image
 
 from .api import ANTHROPIC_ERROR_STATUS, APIModel, RequestPlan, _Retryable, _Terminal, is_quota
@@ -229,7 +230,13 @@ class BatchJob:
         m = self.model
         attempts = int(m.options["max_retries"]) + 1
         for attempt in range(attempts):
-            resp = m._client().get(url, headers=m._headers())
+            try:
+                resp = m._client().get(url, headers=m._headers())
+            except httpx2.TransportError as e:  # refused, reset, timed out: the file stays at the vendor
+                if attempt + 1 == attempts:
+                    raise _Retryable("connection", m._scrub(f"{type(e).__name__}: {e}")) from None
+                m._sleep(m._backoff(attempt, None))
+                continue
             if resp.status_code < 400:
                 return resp.text
             if attempt + 1 == attempts or (resp.status_code < 500 and resp.status_code != 429):

@@ -280,23 +280,43 @@ def battery_usage(tasks: list[dict[str, float]]) -> dict[str, float]:
     return out
 
 
+TIMED_OUT = "null:api_error:timeout"  # a call gestalt stopped waiting for: the vendor may still bill it
+
+
+def spend(records: list[dict], price: Price | None, extractor: Price | None = None,
+          timed_out_usd: float = 0.0) -> float:
+    """What trials' calls cost against ``budget_usd``: :func:`trials_cost`, and each call that timed
+    out at ``timed_out_usd``, its estimated cost (no usage came back, but the vendor may have
+    answered it after gestalt stopped waiting, and billed it)."""
+    return trials_cost(records, price, extractor) + timed_out_usd * sum(
+        r.get("parse_status") == TIMED_OUT for r in records)
+
+
 class BudgetReached(GestaltError):
     """The recipe's ``budget_usd`` is spent: the battery in progress stops, its records kept."""
 
 
 class Budget:
-    """What a run of a recipe has spent on API calls, at the table's prices, against its
-    ``budget_usd`` (in this process: each process of a multi-process run counts its own calls)."""
+    """What a recipe's batteries have spent on API calls, at the table's prices, in all runs so far
+    (``spent_usd``: what their records held when the run started) against its ``budget_usd``."""
 
-    def __init__(self, limit_usd: float):
+    def __init__(self, limit_usd: float, spent_usd: float = 0.0):
         self.limit_usd = limit_usd
-        self.spent_usd = 0.0
+        self.spent_usd = spent_usd
 
-    def charge(self, price: Price | None, records: list[dict], extractor: Price | None = None) -> None:
-        """Add the cost of trials just recorded, their answer extractor's calls included; raises
-        BudgetReached once the budget is spent."""
-        self.spent_usd += trials_cost(records, price, extractor)
-        if self.spent_usd >= self.limit_usd:
-            rates = " and ".join(f"{p.model} prices of {p.date}" for p in (price, extractor) if p is not None)
-            raise BudgetReached(f"budget_usd {self.limit_usd:g} reached (spent ${self.spent_usd:.4f} at "
-                                f"{rates}); records kept, a rerun with a larger budget continues")
+    @property
+    def reached(self) -> bool:
+        return self.spent_usd >= self.limit_usd
+
+    def line(self) -> str:
+        return f"budget_usd {self.limit_usd:g}: spent ${self.spent_usd:.4f} of ${self.limit_usd:g}"
+
+    def charge(self, usd: float, rates: str) -> None:
+        """Add the cost of calls just recorded (``rates``: the prices they were counted at); raises
+        BudgetReached once the budget is spent, also when nothing was added: with the budget
+        already spent, nothing more is sent."""
+        self.spent_usd += usd
+        if self.reached:
+            raise BudgetReached(f"budget_usd {self.limit_usd:g} reached (spent ${self.spent_usd:.4f} of "
+                                f"${self.limit_usd:g} at {rates}); records kept, a rerun with a larger "
+                                f"budget continues")

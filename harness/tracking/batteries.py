@@ -22,6 +22,9 @@ BATTERY_KEY = "gestalt.battery_key"  # hash of everything that decides the batte
 BATTERY_FOLDER = "gestalt.battery_folder"  # the id of the folder whose records the run holds
 RECORDS_DIGEST = "gestalt.records_sha256"  # the record files' digest when the battery finished
 OUTCOME = "gestalt.outcome"  # why a run ended FAILED: interrupted, abandoned, all trials null
+# "provisional" on a FAILED run whose scores wait for its failed calls (or the rest of its trials):
+# the report and the summary run leave them out, the terminal does not rank them
+SCORES = "gestalt.scores"
 
 
 def owner_tags() -> dict[str, str]:

@@ -36,7 +36,7 @@ from typing import Any
 from ..errors import GestaltError
 from ..models.device import prepares_beside
 from ..scores.tasks import family_of
-from .batteries import OUTCOME, RECORDS_DIGEST, owner_tags
+from .batteries import OUTCOME, RECORDS_DIGEST, SCORES, owner_tags
 from .metrics import (
     MAX_RUN_METRICS,
     RUN_TOTALS,
@@ -158,10 +158,12 @@ class BatteryRun:
             self.outcome = "interrupted" if issubclass(exc_type, KeyboardInterrupt) else f"error: {exc_type.__name__}"
         if self.outcome:
             self._closing_tags[OUTCOME] = self.outcome
-        elif self.resume and OUTCOME in self.run.data.tags:
+        else:
             # a continued run that now finishes (its failed calls sent again): the earlier
-            # failure no longer describes it
-            self.mlflow.MlflowClient().delete_tag(self.run_id, OUTCOME)
+            # failure no longer describes it, nor its scores
+            for tag in (OUTCOME, SCORES):
+                if self.resume and tag in self.run.data.tags:
+                    self.mlflow.MlflowClient().delete_tag(self.run_id, tag)
         if self._closing_tags:
             from mlflow.entities import RunTag
 
@@ -177,8 +179,11 @@ class BatteryRun:
 
         patiently(end)
 
-    def fail(self, outcome: str) -> None:
+    def fail(self, outcome: str, provisional: bool = False) -> None:
+        """End the run FAILED with ``outcome``; ``provisional``: its scores wait for calls a rerun sends."""
         self.outcome = outcome
+        if provisional:
+            self._closing_tags[SCORES] = "provisional"
 
     def finish(self, records_digest: str) -> None:
         """The digest an unchanged rerun compares against (logged as the run ends, with its last

@@ -276,12 +276,16 @@ class RecordStore:
                 elif tid not in done:
                     stale.append(rec)
             if stale:
-                with open(self.path.with_suffix(".stale.jsonl"), "a") as f:
+                with open(self.stale_path, "a") as f:
                     f.writelines(json.dumps(r, sort_keys=True) + "\n" for r in stale)
             if stale or not scan.clean:
                 self._quarantine(scan)
                 self._rewrite(done.values())
         return done
+
+    @property
+    def stale_path(self) -> Path:
+        return self.path.with_suffix(".stale.jsonl")
 
     @property
     def failed_path(self) -> Path:
@@ -301,6 +305,12 @@ class RecordStore:
                 self._quarantine(scan)
                 self._rewrite(r for r in scan.records if id(r) not in gone)
         return len(failed)
+
+    def attempts(self) -> list[dict]:
+        """Every record of the task's calls made so far: the file's, the failed attempts set aside
+        and the stale records moved aside (each was a call, paid where the model is)."""
+        return [r for path in (self.path, self.failed_path, self.stale_path)
+                for r in RecordStore(path).read()]
 
     def _rewrite(self, records: Iterable[dict]) -> None:
         tmp = self.path.with_suffix(".tmp")

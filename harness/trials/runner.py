@@ -180,6 +180,8 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
                if trial_id(task.task_id, s.stimulus_id, model_spec.id, rep) not in done]
     calls_before = adapter.calls
     new = 0
+    if pending and charge is not None:
+        charge([])  # a budget already spent (in earlier runs too) sends nothing
     if pending:
         with hub_progress_bars(progress and dist.is_main):  # a model loads inside, on first use
             readout.prepare_ahead = prepares_beside(adapter.device)
@@ -216,6 +218,7 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
                 for i, pad in chunk:
                     s, rep = pending[i]
                     by_rep.setdefault(rep, []).append((s, pad))
+                written = []
                 for rep, items in by_rep.items():
                     readout.rep = rep
                     t0 = time.perf_counter()
@@ -236,8 +239,9 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
                             uses_prompt=readout.uses_prompt))
                     store.append(records)
                     new += len(records)
-                    if charge is not None:  # a spent budget stops here, the trials so far recorded
-                        charge(records)
+                    written += records
+                if charge is not None:  # a spent budget stops here, the trials so far recorded
+                    charge(written)  # once a chunk: every process's chunk is charged together
                 if bar is not None:
                     bar.update(min(len(chunk) * dist.world, bar.total - bar.n))
             if bar is not None:
