@@ -18,7 +18,7 @@ from typing import Any
 
 import fire
 
-from .errors import DiskUnavailable, GestaltError, ProcessLost, TrackingUnavailable
+from .errors import INCOMPLETE, DiskUnavailable, GestaltError, ProcessLost, TrackingUnavailable
 from .shipped import resolve_recipe
 
 
@@ -100,19 +100,22 @@ class CLI:
         self.data = Data()
         self.models = Models()
 
-    @fire.decorators.SetParseFn(str, "shard")
+    @fire.decorators.SetParseFn(str, "shard", "models", "tasks")
     def recipe(self, path: str, dry_run: bool = False, new_run: bool = False, shard: str | None = None,
-               **overrides):
+               models: str | None = None, tasks: str | None = None, **overrides):
         """Run a recipe (models x tasks); it ends with each task's models in rank groups and where the
-        records, figures and report are. Override any key with --section.key=value; --dry-run prints
-        the plan, then every missing prerequisite (exit 2 if a model cannot run yet); --new-run logs
+        records, figures and report are. Models that cannot run here yet (no API key, weights not
+        fetched) are named with their fix and left out, the rest run,
+        and the exit status is 3 (incomplete). Override any key with --section.key=value;
+        --models=a,b and --tasks=x,y (task ids or battery names) select from the recipe; --dry-run
+        prints the plan, then every missing prerequisite, and exits as the run would; --new-run logs
         a new MLflow run even when the battery's run is up to date; --shard=I/N runs only job I's
         share of the models (0 <= I < N; whole batteries, round-robin)."""
         from .recipes import load_recipe
-        from .run import parse_shard
+        from .run import incomplete_line, parse_shard, select
 
         shard_ = parse_shard(shard) if shard is not None else None
-        recipe = load_recipe(resolve_recipe(path), overrides)
+        recipe = select(load_recipe(resolve_recipe(path), overrides), models=models, tasks=tasks)
         if dry_run:
             import yaml
 
@@ -130,9 +133,12 @@ class CLI:
             if block:
                 print("--- before it runs ---")
                 print("\n".join(block))
-            missing = sum(1 for p in share if p.missing)
+            missing = sum(1 for p in share if p.missing and not p.not_ready)
             if missing:
                 raise GestaltError(f"{missing} missing prerequisite{'s' if missing > 1 else ''} (listed above)")
+            if left := [(p.model.id, str(p.missing)) for p in share if p.not_ready]:
+                print(f"gestalt: {incomplete_line(left)}", file=sys.stderr)
+                raise SystemExit(INCOMPLETE)
             return None
         if recipe.runtime.processes > 1 and "WORLD_SIZE" not in os.environ:
             from .trials.distributed import launch
@@ -144,7 +150,7 @@ class CLI:
             return None
         from .run import answer_lines, run_recipe, summary_table, where_lines
 
-        results = run_recipe(recipe, new_run=new_run, shard=shard_)
+        results = run_recipe(recipe, new_run=new_run, shard=shard_, leave_out=True)
         if int(os.environ.get("RANK", "0")) == 0:
             print(summary_table(results))
             print("\n".join(answer_lines(results, recipe.bootstrap)))
@@ -152,7 +158,7 @@ class CLI:
             new = sum(r.new_trials for r in results)
             print(f"\n{new} new trials, {calls} model calls")
             print("\n".join(where_lines(recipe, results)))
-            finished = [r for r in results if not r.failed]
+            finished = [r for r in results if not r.failed and not r.left_out]
             if recipe.tracking.enabled and finished:  # the answer in MLflow: the experiment's summary run
                 from .reports.report import experiment_summary
                 from .tracking.store import tracking_uri
@@ -165,7 +171,10 @@ class CLI:
         failed = [f"{r.model_id}: {r.failed}" for r in results if r.failed]
         if failed:
             print(f"gestalt: error: run(s) marked FAILED: {'; '.join(failed)}", file=sys.stderr)
-            raise SystemExit(1)
+        if left := [(r.model_id, str(r.left_out)) for r in results if r.left_out]:
+            print(f"gestalt: {incomplete_line(left)}", file=sys.stderr)
+        if failed or left:  # a failed battery is requeued (1); a left-out model waits for its fix (3)
+            raise SystemExit(1 if failed else INCOMPLETE)
         return None
 
     def recipes(self):
@@ -334,7 +343,7 @@ DOTTED_OVERRIDES = ("recipe", "chart6_search")
 
 
 def _recipe_keys() -> set[str]:
-    """A recipe's top-level keys: overridable as --seed=3 or --tasks=[...] without a section."""
+    """A recipe's top-level keys: overridable as --seed=3 or --name=x without a section."""
     from .recipes import Recipe
 
     return set(Recipe.model_fields)

@@ -1,8 +1,13 @@
 """The base classes of expected failures, each a one-line message: bad input (exit 2), and a
-process of a multi-process run, the tracking server or a writable disk lost (exit 1).
+process of a multi-process run, the tracking server or a writable disk lost (exit 1). A run that
+left out models which cannot run here yet (no API key, weights not fetched) exits INCOMPLETE.
 
 Kept import-free so the CLI can catch them without loading any stage at start-up.
 """
+
+# `gestalt recipe`'s exit status when it left models out (named with their fixes): the rest ran;
+# a scheduler must not requeue it as is, the fix is the user's (docs/clusters.md)
+INCOMPLETE = 3
 
 
 class GestaltError(Exception):

@@ -26,14 +26,14 @@ from .version import __version__
 from .errors import DiskUnavailable, GestaltError, ProcessLost, TrackingUnavailable
 from .models.api_costs import (USAGE_METRICS, Budget, BudgetReached, Price, battery_usage, cost_usd,
                                estimate_input_tokens, price_of, spend, task_usage)
-from .models.base import CAPABILITIES, ModelAdapter, ModelError, ModelSpec, fingerprint_hash
+from .models.base import CAPABILITIES, ModelAdapter, ModelError, ModelSpec, NotReady, fingerprint_hash
 from .models.device import cpu_heap_wanted, long_lived_frozen
 from .models.registry import make_adapter
 from .models.weights import check_checkpoint
 from .readouts.base import Readout, UnknownReadoutOption
 from .readouts.parse import failed_call
 from .readouts.registry import get_readout
-from .recipes import Recipe, RecipeError
+from .recipes import Recipe, RecipeError, did_you_mean
 from .scores.ranking import ItemValues, TaskRanking, bounding_ceiling, position, primary_items, rank_task
 from .scores.record import Score
 from .scores.tasks import Bootstrap, get_family
@@ -41,7 +41,7 @@ from .sources import Sources
 from .sources.store import offline
 from .stimuli.base import StimulusSet
 from .stimuli.hashcache import prime as prime_hashes
-from .stimuli.registry import TaskSpec, expand, get_task
+from .stimuli.registry import BATTERIES, TaskSpec, expand, get_task
 from .tracking.batteries import (
     BATTERY_FOLDER,
     BATTERY_KEY,
@@ -77,6 +77,7 @@ class Planned:
     adapter: ModelAdapter  # built, not loaded (a python source is: its methods are its capabilities)
     readouts: dict[str, Readout] = field(default_factory=dict)  # task id -> built in preflight
     missing: str | None = None  # why the model cannot be resolved yet (a dry run lists it)
+    not_ready: bool = False  # missing only until its fix (a key, fetched weights): a run leaves it out
     settings_dropped: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> {name: value}
 
 
@@ -94,6 +95,7 @@ class BatteryResult:
     up_to_date: bool = False  # nothing changed since run_id finished: no run made, nothing computed
     failed: str | None = None  # why the battery's run ended FAILED (every trial null, or failed calls left)
     failed_calls: int = 0  # trials whose call failed: a rerun sends them again, the scores wait for them
+    left_out: str | None = None  # why the model was not run (it cannot run here yet), with its fix
     # wall seconds per task and phase: trials (model calls and stimulus preparation), scores,
     # figures (drawn; saved in the background), tracking (MLflow logging; the battery's own under
     # "battery"); what benchmarks/overhead.py reports as the harness's share
@@ -197,7 +199,8 @@ def preflight(recipe: Recipe, *, list_missing: bool = False
               ) -> tuple[list[Planned], dict[str, StimulusSet], Sources]:
     """Everything that can fail before a run. Models that cannot be resolved (an API key not set,
     weights not in the cache) are all named together, in one error; with ``list_missing`` (a dry
-    run) they are marked ``missing`` instead, for the plan to show them all."""
+    run, and a run that leaves out what cannot run yet) they are marked ``missing`` instead, for
+    the plan to show them all; ``not_ready`` where only a fix on this machine is missing."""
     cpu_heap_wanted()  # a typo in $GESTALT_CPU_HEAP stops the run here, not at its first trial
     check_weights(recipe)
     planned = plan(recipe)
@@ -209,7 +212,7 @@ def preflight(recipe: Recipe, *, list_missing: bool = False
         try:
             p.adapter.check()  # resolves the name (and offline weights) without loading them
         except ModelError as e:
-            p.missing = str(e)
+            p.missing, p.not_ready = str(e), isinstance(e, NotReady)
             continue
         for task_id, readout in p.readouts.items():  # settings the model cannot take:
             if dropped := readout.preflight(p.adapter):  # refused, or dropped and logged
@@ -221,17 +224,95 @@ def preflight(recipe: Recipe, *, list_missing: bool = False
 
 
 def missing_block(planned: list[Planned], stimsets: dict[str, StimulusSet]) -> list[str]:
-    """What a dry run lists after the plan: every model that cannot run yet, and the tasks a run
-    reports unavailable (their data not here), each reason once."""
+    """What a dry run lists after the plan: every model that cannot run yet (those a run leaves
+    out apart), and the tasks a run reports unavailable (their data not here), each reason once."""
     lines = []
-    missing = [p.missing for p in planned if p.missing]
+    missing = [p.missing for p in planned if p.missing and not p.not_ready]
     if missing:
         lines += [f"missing before this recipe can run ({len(missing)}):", *(f"  {m}" for m in missing)]
+    lines += left_out_lines([p for p in planned if p.not_ready])
     unavailable = {t: s.unavailable for t, s in stimsets.items() if s.unavailable}
     if unavailable:
         lines += ["tasks a run reports unavailable (it goes on without them):",
                   *(f"  {t}: {why}" for t, why in unavailable.items())]
     return lines
+
+
+def runnable(planned: list[Planned]) -> tuple[list[Planned], list[Planned]]:
+    """The models a run runs, and those it leaves out: they cannot run here yet (no API key, hub
+    weights not fetched), each named with its fix. A model missing for any other reason (a wrong
+    entry) is bad input: then every missing model is named, in one error, and nothing runs."""
+    if any(p.missing and not p.not_ready for p in planned):
+        raise ModelError("; ".join(p.missing for p in planned if p.missing))
+    return [p for p in planned if not p.missing], [p for p in planned if p.missing]
+
+
+def left_out_lines(left: list[Planned]) -> list[str]:
+    """What a run says before any work of the models it leaves out, and a dry run after the plan."""
+    if not left:
+        return []
+    return [f"left out until fixed ({len(left)}; the rest run, then a rerun adds their batteries):",
+            *(f"  {p.missing}" for p in left)]
+
+
+def incomplete_line(left: list[tuple[str, str]]) -> str:
+    """The last line of a run (and of its dry run) that left models out: (model id, why) each."""
+    why = "; ".join(f"{m} ({reason.removeprefix(f'model {m!r}: ')})" for m, reason in left)
+    return (f"incomplete: {len(left)} model{'s' if len(left) > 1 else ''} left out: {why}; "
+            f"once fixed, a rerun adds their batteries (the finished ones stay as they are)")
+
+
+def _names(value: str | list[str] | tuple[str, ...]) -> list[str]:
+    """A command-line selection: a name, names separated by commas (fire reads ``a,b`` as a
+    tuple) or a list ``[a, b]``."""
+    items = value if isinstance(value, (list, tuple)) else str(value).strip().strip("[]").split(",")
+    return [name for x in items if (name := str(x).strip())]
+
+
+def _refuse_unknown(flag: str, names: list[str], known: list[str], kind: str, shown: list[str]) -> None:
+    for name in names:
+        if name not in known:
+            raise PlanError(f"{flag}: {name} is not a {kind} of the recipe ({', '.join(shown)})"
+                            + did_you_mean(name, known))
+
+
+def select(recipe: Recipe, *, models: str | list[str] | tuple[str, ...] | None = None,
+           tasks: str | list[str] | tuple[str, ...] | None = None) -> Recipe:
+    """The recipe restricted to what ``--models`` and ``--tasks`` name: ids of its models; ids of
+    its tasks or names of batteries it runs whole. The recipe's order stays; a name that is not
+    the recipe's is refused with the closest one. A model whose own ``tasks:`` share holds none
+    of the selected tasks is not run."""
+    if models is None and tasks is None:
+        return recipe
+    kept = recipe.models
+    if models is not None:
+        ids = [m.id for m in recipe.models]
+        chosen = _names(models)
+        _refuse_unknown("--models", chosen, ids, "model", ids)
+        kept = [m for m in kept if m.id in chosen]
+    update: dict[str, Any] = {}
+    if tasks is not None:
+        have = expand(recipe.tasks)
+        known = [*dict.fromkeys([*recipe.tasks, *have]),
+                 *(b for b, ids in BATTERIES.items() if b not in recipe.tasks and set(ids) <= set(have))]
+        update["tasks"] = _names(tasks)
+        _refuse_unknown("--tasks", update["tasks"], known, "task", have)
+        wanted = set(expand(update["tasks"]))
+        kept = [m for m in kept if m.tasks is None or wanted & set(expand(m.tasks))]
+    if not kept:
+        raise PlanError(f"--models/--tasks: no model of the recipe answers {', '.join(update['tasks'])}")
+    out = recipe.model_copy(update={**update, "models": kept})
+    # the file's lines follow each kept model to its new place in the list
+    place = {recipe.models.index(m): i for i, m in enumerate(kept)}
+    lines: dict[tuple, str] = {}
+    for key, line in recipe._lines.items():
+        if key[:1] == ("models",) and len(key) > 1:
+            if key[1] in place:
+                lines["models", place[key[1]], *key[2:]] = line
+        elif not (key[:1] == ("tasks",) and len(key) > 1 and "tasks" in update):  # the list is the command line's
+            lines[key] = line
+    out._lines = lines
+    return out
 
 
 def api_extractor(readout: Readout | None) -> Any:
@@ -364,8 +445,8 @@ def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, St
                          + (f", {calls} generate calls" if calls else ""))
             if s.note:
                 lines.append(f"    note: {s.note}")
-            if p.missing:  # its fingerprint, and so its cached trials, is known once it resolves
-                continue
+            if p.missing and api is None:  # its fingerprint (and cached trials) is known once it resolves;
+                continue  # an API model's needs no key, so its calls, tokens and cost are estimated
             keys = trial_keys(task.task_id, s, p.model.id, p.readouts[task.task_id],
                               fingerprint_hash(p.adapter.fingerprint))
             store = RecordStore(recipe.out_dir / p.model.id / "records" / f"{task.task_id}.jsonl")
@@ -446,11 +527,14 @@ def recipe_device(recipe: Recipe) -> Iterator[None]:
         os.environ.pop("GESTALT_DEVICE", None)
 
 
-def run_recipe(recipe: Recipe, *, echo: Callable[[str], None] = print,
-               new_run: bool = False, shard: tuple[int, int] | None = None) -> list[BatteryResult]:
+def run_recipe(recipe: Recipe, *, echo: Callable[[str], None] = print, new_run: bool = False,
+               shard: tuple[int, int] | None = None, leave_out: bool = False) -> list[BatteryResult]:
+    """The recipe's batteries. With ``leave_out`` (`gestalt recipe`), models that cannot run here
+    yet are named before any work and run without; each is a result with ``left_out`` set, after
+    the batteries. Without it, they stop the run before it starts, as bad input does."""
     with recipe_device(recipe):
         try:
-            return _run_recipe(recipe, echo, new_run, shard)
+            return _run_recipe(recipe, echo, new_run, shard, leave_out)
         except OSError as e:
             if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
                 raise
@@ -462,14 +546,17 @@ def run_recipe(recipe: Recipe, *, echo: Callable[[str], None] = print,
 
 
 def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
-                shard: tuple[int, int] | None) -> list[BatteryResult]:
+                shard: tuple[int, int] | None, leave_out: bool = False) -> list[BatteryResult]:
     if recipe.tracking.enabled:
         check_tracking_server(recipe.tracking.uri)
-    planned_all = preflight(recipe)
+    planned_all = preflight(recipe, list_missing=leave_out)
     planned, stimsets, _ = planned_all
     if shard is not None:
         planned = shard_of(planned, shard)
         echo(shard_line(shard, planned, len(recipe.models)))
+    planned, left = runnable(planned)
+    for line in left_out_lines(left):
+        echo(line)
     for task_id in dict.fromkeys(t.task_id for p in planned for t, _ in p.tasks):
         if stimsets[task_id].unavailable:  # once per task: it is the same for every model
             echo(f"{task_id}: unavailable for every model: {stimsets[task_id].unavailable}")
@@ -499,7 +586,7 @@ def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
     dist.close()
     if budget is not None:
         echo(budget.line())
-    return results
+    return results + [BatteryResult(p.model.id, "", left_out=p.missing) for p in left]
 
 
 def battery_key(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], fingerprint: str) -> str:
@@ -895,7 +982,7 @@ def where_lines(recipe: Recipe, results: list[BatteryResult]) -> list[str]:
     uri = tracking_uri(recipe.tracking.uri)
     flag = f" --uri {shown_uri(uri)}" if recipe.tracking.uri else ""
     exp = recipe.tracking.experiment
-    runs = ", ".join(f"{r.model_id} {r.run_id}" for r in results)
+    runs = ", ".join(f"{r.model_id} {r.run_id}" for r in results if not r.left_out)
     return lines + [f"figures  figures/*.png in each model's MLflow run ({runs})",
                     f"report   gestalt report --experiment {exp} --out {recipe.out_dir}/report{flag}",
                     f"MLflow   {shown_uri(uri)}, experiment {exp}: `gestalt ui{flag}` prints the runs "

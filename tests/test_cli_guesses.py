@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from harness.cli import main
+from harness.errors import INCOMPLETE
 from tests.conftest import MIRROR, REPO
 from tests.test_contracts import recipe_text as recipe
 
@@ -93,9 +94,9 @@ def test_a_misspelt_task_id_gets_the_closest_task(tmp_path, capsys):
     err = fails(["recipe", str(path), "--dry-run"], capsys)
     assert err.startswith(f"gestalt: error: {path}:4: tasks.0: unknown task 'closure.nat.silhuette'; "
                           f"did you mean {SILHOUETTE}?"), err
-    err = fails(["recipe", str(path), "--dry-run", "--tasks=[gestallt]"], capsys)
-    assert "unknown task 'gestallt'; did you mean gestalt?" in err, err
-    assert "command line" in err, err
+    err = fails(["recipe", str(recipe(tmp_path, BASE)), "--dry-run", "--tasks=[closure.nat.silhuette]"], capsys)
+    assert err.startswith("gestalt: error: --tasks: closure.nat.silhuette is not a task of the recipe"), err
+    assert err.endswith(f"did you mean {SILHOUETTE}?"), err
 
 
 def test_a_misspelt_readout_setting_gets_the_closest_setting(tmp_path, capsys):
@@ -142,26 +143,34 @@ def test_dry_run_prints_the_plan_then_every_missing_prerequisite(tmp_path):
     done = subprocess.run([sys.executable, "-m", "harness.cli", "recipe", str(path), "--dry-run"],
                           capture_output=True, text=True, env=dict(without_keys(), HF_HUB_OFFLINE="1"),
                           cwd=REPO)
-    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.returncode == INCOMPLETE, (done.stdout, done.stderr)  # as the run: m runs, 2 left out
     out = done.stdout
     # the whole plan, every model, before the block
     for model in ("model gpt", "model claude", "model m"):
         assert model in out, out
-    block = out[out.index("missing before this recipe can run"):]
-    assert out.index("model m") < out.index("missing before this recipe can run")
+    block = out[out.index("left out until fixed (2;"):]
+    assert out.index("model m") < out.index("left out until fixed")
     assert "OPENAI_API_KEY" in block and "ANTHROPIC_API_KEY" in block, block
     assert "model 'gpt'" in block and "model 'claude'" in block
-    assert "gestalt: error: 2 missing prerequisites (listed above)" in done.stderr, done.stderr
+    assert done.stderr.startswith("gestalt: incomplete: 2 models left out: gpt (no API key; "), done.stderr
 
 
-def test_a_real_run_names_every_missing_prerequisite_before_any_run_exists(tmp_path, capsys, monkeypatch):
+def test_a_real_run_names_every_model_it_leaves_out_before_any_run_exists(tmp_path, capsys, monkeypatch):
     text = BASE.replace("tracking: {enabled: false}",
                         f"tracking: {{uri: 'sqlite:///{tmp_path}/mlflow.db', experiment: t}}")
-    text = text.replace("  - {id: m", f"  - {API}\n  - {API.replace('gpt', 'gpt2')}\n  - {{id: m")
+    text = text.replace("  - {id: m, source: timm, name: test_vit, weights: random}",
+                        f"  - {API}\n  - {API.replace('gpt', 'gpt2')}")
     for name in [k for k in os.environ if k.endswith("_API_KEY")]:
         monkeypatch.delenv(name)
-    err = fails(["recipe", str(recipe(tmp_path, text))], capsys)
-    assert "model 'gpt': no API key" in err and "model 'gpt2': no API key" in err, err
+    with pytest.raises(SystemExit) as e:
+        main(["recipe", str(recipe(tmp_path, text))])
+    out, err = capsys.readouterr()
+    assert e.value.code == INCOMPLETE
+    assert out.splitlines()[:3] == [
+        "left out until fixed (2; the rest run, then a rerun adds their batteries):",
+        "  model 'gpt': no API key; set the environment variable OPENAI_API_KEY",
+        "  model 'gpt2': no API key; set the environment variable OPENAI_API_KEY"], out
+    assert err.startswith("gestalt: incomplete: 2 models left out: gpt (no API key; "), err
 
     import mlflow
 
@@ -181,12 +190,13 @@ def test_the_design_cards_dry_run_plans_every_model_without_keys(tmp_path):
                            f"--data.mirror={MIRROR.resolve()}"],
                           capture_output=True, text=True, cwd=tmp_path, timeout=900,
                           env=dict(without_keys(), HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO)))
-    assert done.returncode == 2, done.stderr
+    assert done.returncode == INCOMPLETE, done.stderr
     planned = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("model ")]
     assert planned == ids
     block = done.stdout[done.stdout.index("--- before it runs ---"):]
     assert "OPENAI_API_KEY" in block and "ANTHROPIC_API_KEY" in block, block
-    assert done.stderr.strip().splitlines()[-1].endswith("missing prerequisites (listed above)")
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("gestalt: incomplete: ") and "claude-opus-4.6 (no API key; set" in last, last
 
 
 def test_the_dry_run_names_timm_hub_weights_not_in_the_cache(tmp_path):
@@ -196,6 +206,6 @@ def test_the_dry_run_names_timm_hub_weights_not_in_the_cache(tmp_path):
     done = subprocess.run([sys.executable, "-m", "harness.cli", "recipe", str(path), "--dry-run"],
                           capture_output=True, text=True, cwd=REPO,
                           env=dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf")))
-    assert done.returncode == 2, (done.stdout, done.stderr)
-    block = done.stdout[done.stdout.index("missing before this recipe can run"):]
+    assert done.returncode == INCOMPLETE, (done.stdout, done.stderr)
+    block = done.stdout[done.stdout.index("left out until fixed"):]
     assert "model 'm': timm 'test_vit' hub weights are not in the local Hugging Face cache" in block, block

@@ -372,8 +372,8 @@ def test_upper_bounds(tmp_path, section, value):
 
 def test_bad_yaml_in_a_command_line_override(tmp_path, capsys):
     path = recipe_text(tmp_path, BASE)
-    err = fails(["recipe", str(path), "--tasks=not: [valid", "--dry-run"], capsys)
-    assert err.startswith("gestalt: error: override tasks") and "not valid YAML" in err
+    err = fails(["recipe", str(path), "--task_options=not: [valid", "--dry-run"], capsys)
+    assert err.startswith("gestalt: error: override task_options") and "not valid YAML" in err
 
 
 def test_stimuli_command_refuses_a_bad_option_in_one_line(tmp_path, capsys):

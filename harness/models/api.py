@@ -96,7 +96,7 @@ from ..stimuli.base import png_bytes
 from .api_capabilities import MIN_OUTPUT_WHEN_THINKING, Family, family_of
 from .api_concurrency import AdaptiveConcurrency, RateLimits, rate_limits
 from .api_costs import estimate_input_tokens
-from .base import Generation, ModelAdapter, ModelError, ModelSpec
+from .base import Generation, ModelAdapter, ModelError, ModelSpec, NotReady
 
 log = logging.getLogger(__name__)
 
@@ -399,7 +399,7 @@ class APIModel(ModelAdapter):
             raise ModelError(f"model {s.id!r}: options.max_concurrency must be >= options.concurrency")
         names = self._key_names()
         if names and self._key() is None:
-            raise ModelError(f"model {s.id!r}: no API key; set the environment variable "
+            raise NotReady(f"model {s.id!r}: no API key; set the environment variable "
                              f"{' or '.join(names)}")
         if (reason := self.unknown_reason()) is not None:
             log.warning("model %s: %s", s.id, reason)

@@ -79,6 +79,12 @@ class ModelError(GestaltError):
     """An unknown model, missing weights or a failed load. The message names the model."""
 
 
+class NotReady(ModelError):
+    """A model that cannot run here yet (no API key, hub weights not in the offline cache); the
+    message names the fix. `gestalt recipe` leaves it out and runs
+    the rest."""
+
+
 @runtime_checkable
 class Adapter(Protocol):
     """What every model offers, whatever its capabilities."""

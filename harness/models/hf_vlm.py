@@ -31,7 +31,7 @@ from typing import Any
 
 from PIL import Image
 
-from .base import Generation, ModelAdapter, ModelError, ModelSpec
+from .base import Generation, ModelAdapter, ModelError, ModelSpec, NotReady
 from .device import BatchSizer, autocast, compute_precision, is_cuda, planned_device, to_device
 
 ADAPTER_VERSION = "1"  # bump when the prompt assembly or decoding changes
@@ -97,7 +97,7 @@ class HFVLM(ModelAdapter):
             cached = try_to_load_from_cache(s.name, "config.json", revision=s.revision)
             if not isinstance(cached, str):
                 if os.environ.get("HF_HUB_OFFLINE") == "1":
-                    raise ModelError(f"model {s.id!r}: {s.name!r} is not in the local Hugging Face "
+                    raise NotReady(f"model {s.id!r}: {s.name!r} is not in the local Hugging Face "
                                      f"cache and HF_HUB_OFFLINE=1 (run `gestalt models fetch` with a "
                                      f"network)")
                 return  # resolved from the hub at load time
