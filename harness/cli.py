@@ -102,11 +102,12 @@ class CLI:
 
     @fire.decorators.SetParseFn(str, "shard")
     def recipe(self, path: str, dry_run: bool = False, new_run: bool = False, shard: str | None = None,
-               **overrides):
+               rescore: bool = False, **overrides):
         """Run a recipe (models x tasks); it ends with each task's models in rank groups and where the
         records, figures and report are. Override any key with --section.key=value; --dry-run prints
         the plan, then every missing prerequisite (exit 2 if a model cannot run yet); --new-run logs
-        a new MLflow run even when the battery's run is up to date; --shard=I/N runs only job I's
+        a new MLflow run even when the battery's run is up to date; --rescore scores records changed
+        since their battery's run finished as they are now (refused otherwise); --shard=I/N runs only job I's
         share of the models (0 <= I < N; whole batteries, round-robin)."""
         from .recipes import load_recipe
         from .run import parse_shard
@@ -144,7 +145,7 @@ class CLI:
             return None
         from .run import answer_lines, run_recipe, summary_table, where_lines
 
-        results = run_recipe(recipe, new_run=new_run, shard=shard_)
+        results = run_recipe(recipe, new_run=new_run, shard=shard_, rescore=rescore)
         if int(os.environ.get("RANK", "0")) == 0:
             print(summary_table(results))
             print("\n".join(answer_lines(results, recipe.bootstrap)))

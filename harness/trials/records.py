@@ -15,6 +15,7 @@ it again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -365,11 +366,32 @@ class RecordStore:
             f.flush()
             os.fsync(f.fileno())
 
+    def changed_from(self, logged: bytes) -> list[str]:
+        """The trials whose record differs from the one in ``logged`` (the file as a finished run
+        scored it): rewritten, or changed after it was written (checksums of content, so records
+        without a checksum compare too). Trials missing from the file are not changed (they run
+        again); ``scored`` is set to the logged trials."""
+        before = _content_checksums(logged)
+        self.scored = set(before)
+        now = _content_checksums(self.path.read_bytes() if self.path.exists() else b"")
+        return [tid for tid, c in now.items() if tid in before and c != before[tid]]
+
     def digest(self) -> str:
         """sha256 of the file as it is (empty string's hash when absent): the up-to-date check
         compares it with the digest logged when the battery finished."""
         data = self.path.read_bytes() if self.path.exists() else b""
         return hashlib.sha256(data).hexdigest()
+
+
+def _content_checksums(data: bytes) -> dict[str, str]:
+    """trial id -> :func:`record_checksum` of every line that is a JSON object with a trial id,
+    valid or not (a changed line is compared by what it says now)."""
+    out = {}
+    for raw in data.splitlines():
+        with contextlib.suppress(ValueError, AttributeError, KeyError, TypeError):
+            rec = json.loads(raw)
+            out[rec["trial_id"]] = record_checksum(rec)
+    return out
 
 
 def per_stimulus(records: list[dict]) -> list[dict]:
