@@ -2,25 +2,14 @@
 finished names the trials and scores nothing, unless asked to (``--rescore``, tagged on the run)."""
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 from contextlib import closing
 
 import pytest
 import yaml
 
 from harness.trials.records import record_checksum
-from tests.conftest import MIRROR, REPO
-from tests.test_result_folder import RECIPE, RECORDS
-
-
-def run(folder, cache, *args):
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env.update(GESTALT_MIRROR=str(MIRROR), GESTALT_CACHE=str(cache), PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "harness.cli", "recipe", "recipe.yaml", *args], cwd=folder,
-                          env=env, capture_output=True, text=True, timeout=900)
+from tests.test_result_folder import RECIPE, RECORDS, run
 
 
 def tags(db, key):

@@ -30,11 +30,16 @@ RECIPE = {"name": "folder",
 RECORDS = Path("out/alexnet/records/closure.nat.silhouette.jsonl")
 
 
-def rerun(folder: Path, cache: Path) -> subprocess.CompletedProcess:
+def run(folder: Path, cache: Path, *args: str) -> subprocess.CompletedProcess:
+    """``gestalt recipe recipe.yaml ARGS`` in ``folder``, as a user there runs it."""
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     env.update(GESTALT_MIRROR=str(MIRROR), GESTALT_CACHE=str(cache), PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-    res = subprocess.run([sys.executable, "-m", "harness.cli", "recipe", "recipe.yaml"], cwd=folder, env=env,
-                         capture_output=True, text=True, timeout=900)
+    return subprocess.run([sys.executable, "-m", "harness.cli", "recipe", "recipe.yaml", *args], cwd=folder,
+                          env=env, capture_output=True, text=True, timeout=900)
+
+
+def rerun(folder: Path, cache: Path) -> subprocess.CompletedProcess:
+    res = run(folder, cache)
     assert res.returncode == 0, res.stderr[-3000:]
     return res
 
