@@ -102,14 +102,16 @@ class CLI:
 
     @fire.decorators.SetParseFn(str, "shard", "models", "tasks")
     def recipe(self, path: str, dry_run: bool = False, new_run: bool = False, shard: str | None = None,
-               models: str | None = None, tasks: str | None = None, **overrides):
+               models: str | None = None, tasks: str | None = None, rescore: bool = False,
+               **overrides):
         """Run a recipe (models x tasks); it ends with each task's models in rank groups and where the
         records, figures and report are. Models that cannot run here yet (no API key, weights not
         fetched) are named with their fix and left out, the rest run,
         and the exit status is 3 (incomplete). Override any key with --section.key=value;
         --models=a,b and --tasks=x,y (task ids or battery names) select from the recipe; --dry-run
         prints the plan, then every missing prerequisite, and exits as the run would; --new-run logs
-        a new MLflow run even when the battery's run is up to date; --shard=I/N runs only job I's
+        a new MLflow run even when the battery's run is up to date; --rescore scores records changed
+        since their battery's run finished as they are now (refused otherwise); --shard=I/N runs only job I's
         share of the models (0 <= I < N; whole batteries, round-robin)."""
         from .recipes import load_recipe
         from .run import incomplete_line, parse_shard, select
@@ -150,7 +152,7 @@ class CLI:
             return None
         from .run import answer_lines, run_recipe, summary_table, where_lines
 
-        results = run_recipe(recipe, new_run=new_run, shard=shard_, leave_out=True)
+        results = run_recipe(recipe, new_run=new_run, shard=shard_, leave_out=True, rescore=rescore)
         if int(os.environ.get("RANK", "0")) == 0:
             print(summary_table(results))
             print("\n".join(answer_lines(results, recipe.bootstrap)))

@@ -45,10 +45,12 @@ from .stimuli.registry import BATTERIES, TaskSpec, expand, get_task
 from .tracking.batteries import (
     BATTERY_FOLDER,
     BATTERY_KEY,
+    RESCORED,
     Prior,
     battery_folder_id,
     find_battery,
     logged_intervals,
+    logged_records,
     up_to_date_without_mlflow,
 )
 from .tracking.metrics import RUN_TOTALS
@@ -528,13 +530,14 @@ def recipe_device(recipe: Recipe) -> Iterator[None]:
 
 
 def run_recipe(recipe: Recipe, *, echo: Callable[[str], None] = print, new_run: bool = False,
-               shard: tuple[int, int] | None = None, leave_out: bool = False) -> list[BatteryResult]:
+               shard: tuple[int, int] | None = None, leave_out: bool = False,
+               rescore: bool = False) -> list[BatteryResult]:
     """The recipe's batteries. With ``leave_out`` (`gestalt recipe`), models that cannot run here
     yet are named before any work and run without; each is a result with ``left_out`` set, after
     the batteries. Without it, they stop the run before it starts, as bad input does."""
     with recipe_device(recipe):
         try:
-            return _run_recipe(recipe, echo, new_run, shard, leave_out)
+            return _run_recipe(recipe, echo, new_run, shard, leave_out, rescore)
         except OSError as e:
             if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
                 raise
@@ -546,7 +549,8 @@ def run_recipe(recipe: Recipe, *, echo: Callable[[str], None] = print, new_run: 
 
 
 def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
-                shard: tuple[int, int] | None, leave_out: bool = False) -> list[BatteryResult]:
+                shard: tuple[int, int] | None, leave_out: bool = False, rescore: bool = False
+                ) -> list[BatteryResult]:
     if recipe.tracking.enabled:
         check_tracking_server(recipe.tracking.uri)
     planned_all = preflight(recipe, list_missing=leave_out)
@@ -574,7 +578,7 @@ def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
         with interrupts_as_exceptions(), outage_budget(recipe.tracking.outage_budget_s):
             for i, p in enumerate(planned):
                 with long_lived_frozen(collect_after=i + 1 < len(planned)):
-                    results.append(_run_battery(recipe, p, stimsets, dist, echo, new_run=new_run,
+                    results.append(_run_battery(recipe, p, stimsets, dist, echo, new_run=new_run, rescore=rescore,
                                                 budget=budget))
                 if budget is not None and budget.reached and i + 1 < len(planned):
                     echo(f"budget_usd {budget.limit_usd:g} spent: "
@@ -608,6 +612,25 @@ def battery_key(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], fi
 
 def _records_digest(stores: dict[str, RecordStore]) -> str:
     return hashlib.sha256("".join(f"{t}:{s.digest()}\n" for t, s in sorted(stores.items())).encode()).hexdigest()
+
+
+def _changed_since_finished(model_id: str, prior: Prior, stores: dict[str, RecordStore], rescore: bool) -> str:
+    """Records changed since the battery's run finished (its logged records differ from the live
+    ones): refused in one line naming the trials, unless ``rescore`` asks to score them as they
+    are now; then what the run's :data:`RESCORED` tag says. Missing records are no change: their
+    trials run again."""
+    changed = []
+    for store in stores.values():
+        logged = logged_records(prior.run_id or "", store.path.name)
+        if logged is not None:
+            changed += store.changed_from(logged)
+    if not changed:
+        return ""
+    shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+    if not rescore:
+        raise GestaltError(f"{model_id}: {len(changed)} record(s) changed since run {prior.run_id} finished "
+                           f"({shown}): restore them, or rerun with --rescore to score them as they are now")
+    return f"{len(changed)} changed record(s): {shown}"
 
 
 def _logged_result(model_id: str, run_id: str, intervals: dict[str, Any] | None = None) -> BatteryResult:
@@ -653,7 +676,7 @@ def _failure(records: list[dict]) -> str | None:
 
 def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], dist: Dist,
                  echo: Callable[[str], None], new_run: bool = False,
-                 budget: Budget | None = None) -> BatteryResult:
+                 budget: Budget | None = None, rescore: bool = False) -> BatteryResult:
     """One battery under its folder's lock: a second process on the same output folder waits,
     then finds the trials done (each computed and written once) and the run up to date."""
     spec = p.model
@@ -681,6 +704,7 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
                                      new_run=new_run)
                 for closed in prior.closed:
                     echo(f"{spec.id}: run {closed} was abandoned by a killed process; marked FAILED")
+            rescored = _changed_since_finished(spec.id, prior, stores, rescore) if prior.finished else ""
             up_to_date = dist.gather([prior.run_id if prior.up_to_date else None])[0]
             if up_to_date:
                 echo(f"{spec.id}: up to date: run {up_to_date}")
@@ -690,7 +714,7 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
                 echo(f"{spec.id}: continuing run {prior.run_id}")
             tags = {"gestalt.model": spec.id, "gestalt.recipe": recipe.name, "gestalt.recipe_sha256": recipe.sha256,
                     "gestalt.family": spec.family, BATTERY_KEY: key, BATTERY_FOLDER: folder_id,
-                    **recipe.tracking.tags}
+                    **({RESCORED: rescored} if rescored else {}), **recipe.tracking.tags}
             ctx = (BatteryRun(uri=uri, experiment=recipe.tracking.experiment, run_name=spec.id, tags=tags,
                               tasks=[t.task_id for t, _ in p.tasks], totals=battery_totals(p),
                               resume=prior.run_id, experiment_id=experiment_id, device=lambda: adapter.placed_device)

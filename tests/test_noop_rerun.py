@@ -200,3 +200,29 @@ def test_local_image_files_are_named_by_their_bytes(tmp_path, monkeypatch, sourc
     again = build(sources, seed=0, n_triplets=6, image_root=root)
     found, hashed = prime([again])
     assert hashed >= 1 and again.test[0].sha256 != hashes[0]
+
+
+def test_swapped_stimulus_hashes_in_the_memo_are_not_trusted(tmp_path, monkeypatch, sources, caplog):
+    """A memo whose entries were swapped between stimuli gives no stimulus another's hash: the
+    entries are computed again, and the memo is named once."""
+    from harness.memo import Memo
+    from harness.stimuli.hashcache import TABLE, prime
+    from harness.stimuli.registry import get_task
+
+    monkeypatch.setenv("GESTALT_CACHE", str(tmp_path))
+
+    def build():
+        return [get_task(SERIES).build(sources, seed=1, n_test=10, n_train=5)]
+
+    cold = [s.sha256 for s in build()[0].stimuli]
+    assert prime(build()) == (0, len(cold))
+    path = Memo(TABLE).path
+    memo = json.loads(path.read_text())
+    first, second = list(memo)[:2]
+    memo[first], memo[second] = memo[second], memo[first]  # whole entries, checksums with them
+    path.write_text(json.dumps(memo))
+    warm = build()
+    assert prime(warm) == (len(cold) - 2, 2)
+    assert [s.sha256 for s in warm[0].stimuli] == cold
+    (line,) = [r.getMessage() for r in caplog.records if str(path) in r.getMessage()]
+    assert "2 entries do not match" in line, line

@@ -83,6 +83,7 @@ class Prior:
 
     run_id: str | None = None
     up_to_date: bool = False
+    finished: bool = False  # the run to continue ended FINISHED: its records were scored as they were then
     closed: tuple[str, ...] = ()  # abandoned runs of the model marked FAILED
 
 
@@ -107,7 +108,7 @@ def find_battery(experiment_id: str, model_id: str, battery_key: str, records_di
         if latest.info.status == "FINISHED" and latest.data.tags.get(RECORDS_DIGEST) == records_digest:
             prior = Prior(run_id=latest.info.run_id, up_to_date=True)
         elif latest.info.status != "RUNNING" or _abandoned(latest, folder_id):
-            prior = Prior(run_id=latest.info.run_id)
+            prior = Prior(run_id=latest.info.run_id, finished=latest.info.status == "FINISHED")
     def close(run_id: str) -> None:
         client.set_tag(run_id, OUTCOME, "abandoned")
         client.set_terminated(run_id, status="FAILED")
@@ -168,6 +169,22 @@ def up_to_date_without_mlflow(uri: str, experiment: str, model_id: str, battery_
     except (OSError, ValueError):
         return None
     return run_id, intervals
+
+
+RESCORED = "gestalt.rescored"  # records changed since the run finished, scored again on request (--rescore)
+
+
+def logged_records(run_id: str, name: str) -> bytes | None:
+    """The record file ``name`` as the run logged it when its task was scored (None if it has none)."""
+    import mlflow
+
+    uri = patiently(lambda: mlflow.MlflowClient().get_run(run_id).info.artifact_uri)
+    try:
+        if uri.startswith("file:"):
+            return (Path(url2pathname(urlparse(uri).path)) / "records" / name).read_bytes()
+        return patiently(lambda: mlflow.artifacts.load_text(f"{uri}/records/{name}")).encode()
+    except (OSError, mlflow.exceptions.MlflowException):
+        return None
 
 
 def logged_intervals(run_id: str) -> dict[str, Any]:

@@ -74,6 +74,9 @@ def check_tracking_server(configured: str | None, setting: str = "tracking.uri",
     if must_exist and db is not None and not db.is_file():
         raise TrackingSettingError(f"{uri} ({where}): no MLflow store here (run a recipe first, or "
                                    f"point {setting} at a store)")
+    if db is not None and db.is_file():
+        with file_lock(db.with_name(db.name + ".lock")):
+            own_artifacts(db)
     dialect = parts.scheme.split("+")[0]
     if parts.scheme == "postgresql":  # SQLAlchemy 2.1 reads it as psycopg 3 (mlflow/serve.sh says the same)
         raise TrackingSettingError(f"{where}: {shown_uri(uri)}: write postgresql+psycopg2://... (a bare "
@@ -205,7 +208,7 @@ def open_store(uri: str, experiment: str) -> str:
         if exp is None and db is not None:
             # MLflow would put artifacts in ./mlruns of whatever directory the run starts from;
             # keep them beside the database instead, so a store is one self-contained folder
-            mlflow.create_experiment(experiment, artifact_location=(db.parent.resolve() / "mlartifacts").as_uri())
+            mlflow.create_experiment(experiment, artifact_location=artifact_root(db))
         exp = mlflow.set_experiment(experiment)
         if exp.tags.get(EXPERIMENT_KIND[0]) != EXPERIMENT_KIND[1]:
             mlflow.set_experiment_tag(*EXPERIMENT_KIND)
@@ -216,6 +219,8 @@ def open_store(uri: str, experiment: str) -> str:
             return patiently(open_experiment)
         if not db.exists():
             _create_sqlite_store(db)
+        else:
+            own_artifacts(db)
         try:
             return open_experiment()
         except Exception as e:
@@ -240,6 +245,55 @@ def open_store(uri: str, experiment: str) -> str:
         return open_experiment()
 
 
+def artifact_root(db: Path) -> str:
+    """The artifact folder of the sqlite store ``db``: ``mlartifacts`` beside it, as a URI."""
+    return (db.parent.resolve() / ARTIFACTS).as_uri()
+
+
+ARTIFACTS = "mlartifacts"
+# where MLflow records absolute artifact locations (it makes any path it is given absolute)
+_LOCATIONS = (("experiments", "artifact_location"), ("runs", "artifact_uri"),
+              ("logged_models", "artifact_location"))
+
+
+def own_artifacts(db: Path) -> None:
+    """Point the artifact locations the store ``db`` records at its own ``mlartifacts`` folder.
+
+    MLflow records them as absolute paths, so a store copied (``cp -a A B``, a restored backup),
+    moved, or mounted at another path would read and write the artifacts of the folder it was
+    made in, or make that path again. Locations inside some other ``.../mlartifacts`` folder are
+    rewritten to this one (its runs' artifacts travelled with it); others (an artifact server, a
+    bucket) are left as they are. A store that needs this and cannot be written stops in one
+    line. Callers hold the store's lock."""
+    import sqlite3
+
+    own, roots = artifact_root(db), set()
+    try:
+        with contextlib.closing(sqlite3.connect(db)) as con:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            found = {loc for table, column in _LOCATIONS if table in tables
+                     for (loc,) in con.execute(f"SELECT DISTINCT {column} FROM {table}")}  # noqa: S608
+            roots = {m.group(1) for loc in found if loc
+                     if (m := re.match(rf"(file://.*/{ARTIFACTS})(/|$)", loc)) and m.group(1) != own}
+            if not roots:
+                return
+            with con:
+                for root in roots:
+                    for table, column in _LOCATIONS:
+                        if table in tables:
+                            con.execute(f"UPDATE {table} SET {column} = ? || substr({column}, ?) "  # noqa: S608
+                                        f"WHERE substr({column}, 1, ?) = ? AND substr({column}, ?, 1) IN ('', '/')",
+                                        (own, len(root) + 1, len(root), root, len(root) + 1))
+    except sqlite3.Error as e:
+        if not roots:  # not a store sqlite3 can read: MLflow's own open says what is wrong
+            return
+        raise GestaltError(f"{db}: its artifact locations name {', '.join(sorted(roots))} (a copied or moved "
+                           f"store) and cannot be pointed at {own} ({e}): make {db.parent} writable and "
+                           f"run again") from None
+    logging.getLogger("harness").info("%s: artifact locations pointed at %s (they named %s)", db, own,
+                                      ", ".join(sorted(roots)))
+
+
 def _create_sqlite_store(db: Path) -> None:
     """A new sqlite store, whole or not at all: MLflow's schema migrations (tens of steps, a
     second or more) run on ``<name>.creating``, renamed to ``db`` once done; a process killed
@@ -249,7 +303,7 @@ def _create_sqlite_store(db: Path) -> None:
     part = db.with_name(db.name + ".creating")
     for left in ("", "-journal", "-wal", "-shm"):  # a killed creation's journal must not roll back onto the new file
         part.with_name(part.name + left).unlink(missing_ok=True)
-    store = SqlAlchemyStore(f"sqlite:///{part}", (db.parent.resolve() / "mlartifacts").as_uri())
+    store = SqlAlchemyStore(f"sqlite:///{part}", artifact_root(db))
     store.engine.dispose()
     os.replace(part, db)
 

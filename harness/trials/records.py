@@ -3,7 +3,10 @@
 A record file holds each trial of one (model, task) exactly once. Appends are whole lines under
 an exclusive lock, so several worker processes can share one file; a line torn by a SIGKILL is
 cut off on the next open, losing only the trial that was in flight; duplicates are dropped and a
-line that is not a record is quarantined, never a traceback. Records whose cache key no
+line that is not a record is quarantined, never a traceback. Each record carries the checksum of
+its content (:func:`record_checksum`): a line changed after it was written no longer matches it
+and is quarantined like any line that is not a record (records written before the checksum
+existed have none and are read as they are). Records whose cache key no
 longer matches (model, stimulus, prompt, settings or harness changed) are moved aside to
 ``<task>.stale.jsonl`` rather than mixed with fresh ones; a trial whose call failed (not an answer:
 :func:`harness.readouts.parse.failed_call`) is moved to ``<task>.failed.jsonl`` when a rerun sends
@@ -12,6 +15,7 @@ it again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -92,6 +96,21 @@ def cache_key(model_fingerprint: str, stimulus_sha256: str, prompt_hash: str | N
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
+CHECKSUM = "checksum"
+
+
+def record_checksum(record: dict) -> str:
+    """sha256 of the record's content (every field but the checksum itself), as JSON with sorted
+    keys: the same for the record written, read back, or logged as the run's artifact."""
+    body = {k: v for k, v in record.items() if k != CHECKSUM}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def altered(record: dict) -> bool:
+    """The record carries a checksum its content no longer matches: changed after it was written."""
+    return CHECKSUM in record and record[CHECKSUM] != record_checksum(record)
+
+
 def _json_safe(value):
     if hasattr(value, "item"):  # numpy scalars
         return value.item()
@@ -144,6 +163,7 @@ def make_record(*, task, stimset, stimulus, model_spec, model_version: str, read
         record["usage"] = {k: int(v) for k, v in usage.items()}
     if extras:
         record["extras"] = extras
+    record[CHECKSUM] = record_checksum(record)
     return validate(record)
 
 
@@ -155,14 +175,19 @@ class _Scan:
     rejected: list[dict] = field(default_factory=list)  # {"line", "reason", "text"}
     duplicates: int = 0
     torn: bool = False
+    zeroed: int = 0  # NUL bytes where lines were: blocks a crash or a failing disk left as zeros
+    size: int = 0  # bytes in the file
 
     @property
     def clean(self) -> bool:
-        return not (self.rejected or self.duplicates or self.torn)
+        return not (self.rejected or self.duplicates or self.torn or self.zeroed)
 
 
 def _parse_line(raw: bytes) -> tuple[dict | None, str]:
     """A record, or None and why the line is not one."""
+    nuls = raw.count(b"\0")
+    if nuls:  # JSON writes a NUL as \u0000: raw NULs are a damaged disk block, not a record
+        return None, f"{nuls} NUL bytes (zeroed on disk)"
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -174,9 +199,12 @@ def _parse_line(raw: bytes) -> tuple[dict | None, str]:
     if not isinstance(value, dict):
         return None, f"JSON {type(value).__name__}, not a record object"
     try:
-        return validate(value), ""
+        validate(value)
     except RecordError as e:
         return None, str(e)
+    if altered(value):
+        return None, f"trial {value['trial_id']}: content does not match its checksum (changed after it was written)"
+    return value, ""
 
 
 class RecordStore:
@@ -190,6 +218,9 @@ class RecordStore:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        # the trials a finished run scored from this file (set by the caller that knows): a cut
+        # tail that loses some of them is a truncated file, not the trial in flight when a process stopped
+        self.scored: set[str] = set()
 
     @property
     def rejected_path(self) -> Path:
@@ -204,13 +235,17 @@ class RecordStore:
             return scan
         seen: set[tuple[str, str]] = set()
         data = self.path.read_bytes()
+        scan.size = len(data)
         lines = data.split(b"\n")
         if lines and lines[-1] == b"":
             lines.pop()
-        elif lines:
-            lines.pop()  # torn tail: the trial in flight when a process was killed
+        elif lines and lines[-1].strip(b"\0"):
+            lines.pop()  # torn tail: the trial in flight when a process was killed, or a file cut short
             scan.torn = True
         for lineno, raw in enumerate(lines, 1):
+            if raw and not raw.strip(b"\0"):
+                scan.zeroed += len(raw)  # nothing of a record left to quarantine
+                continue
             rec, why = _parse_line(raw)
             if rec is None:
                 scan.rejected.append({"line": lineno, "reason": why,
@@ -245,7 +280,18 @@ class RecordStore:
     def _quarantine(self, scan: _Scan) -> None:
         """Say each repair the rewrite of ``scan`` makes; lines that are not records move to the
         rejected file."""
-        if scan.torn:
+        if scan.zeroed and scan.zeroed == scan.size:
+            log.warning("%s: zeroed: all %d bytes are NUL (the file's blocks were lost, e.g. by a crash before "
+                        "the disk wrote them); its trials run again", self.path, scan.size)
+        elif scan.zeroed:
+            log.warning("%s: dropped %d NUL bytes where lines were (blocks zeroed on disk); their trials run again",
+                        self.path, scan.zeroed)
+        lost = sorted(self.scored - {r["trial_id"] for r in scan.records})
+        if scan.torn and lost:
+            log.warning("%s: truncated: the file ends mid-line and %d of the %d records the finished run scored "
+                        "are gone (cut short after it was written: a copy, a restore, a full disk); their trials "
+                        "run again", self.path, len(lost), len(self.scored))
+        elif scan.torn:
             log.warning("%s: cut a torn last line (the trial in flight when a process stopped); it runs again",
                         self.path)
         if scan.duplicates:
@@ -330,11 +376,32 @@ class RecordStore:
             f.flush()
             os.fsync(f.fileno())
 
+    def changed_from(self, logged: bytes) -> list[str]:
+        """The trials whose record differs from the one in ``logged`` (the file as a finished run
+        scored it): rewritten, or changed after it was written (checksums of content, so records
+        without a checksum compare too). Trials missing from the file are not changed (they run
+        again); ``scored`` is set to the logged trials."""
+        before = _content_checksums(logged)
+        self.scored = set(before)
+        now = _content_checksums(self.path.read_bytes() if self.path.exists() else b"")
+        return [tid for tid, c in now.items() if tid in before and c != before[tid]]
+
     def digest(self) -> str:
         """sha256 of the file as it is (empty string's hash when absent): the up-to-date check
         compares it with the digest logged when the battery finished."""
         data = self.path.read_bytes() if self.path.exists() else b""
         return hashlib.sha256(data).hexdigest()
+
+
+def _content_checksums(data: bytes) -> dict[str, str]:
+    """trial id -> :func:`record_checksum` of every line that is a JSON object with a trial id,
+    valid or not (a changed line is compared by what it says now)."""
+    out = {}
+    for raw in data.splitlines():
+        with contextlib.suppress(ValueError, AttributeError, KeyError, TypeError):
+            rec = json.loads(raw)
+            out[rec["trial_id"]] = record_checksum(rec)
+    return out
 
 
 def per_stimulus(records: list[dict]) -> list[dict]:

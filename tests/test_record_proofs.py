@@ -1,0 +1,45 @@
+"""Records that prove themselves: a rerun that finds records changed since their battery's run
+finished names the trials and scores nothing, unless asked to (``--rescore``, tagged on the run)."""
+
+import json
+import sqlite3
+from contextlib import closing
+
+import pytest
+import yaml
+
+from harness.trials.records import record_checksum
+from tests.test_result_folder import RECIPE, RECORDS, run
+
+
+def tags(db, key):
+    with closing(sqlite3.connect(db)) as con:
+        return [r[0] for r in con.execute("SELECT value FROM tags WHERE key = ?", (key,))]
+
+
+@pytest.mark.slow
+def test_records_rewritten_with_other_answers_are_named_not_rescored(tmp_path):
+    folder, cache = tmp_path / "A", tmp_path / "cache"
+    folder.mkdir()
+    (folder / "recipe.yaml").write_text(yaml.safe_dump(RECIPE, sort_keys=False))
+    assert run(folder, cache).returncode == 0
+    path = folder / RECORDS
+    records = [json.loads(x) for x in path.read_text().splitlines()]
+    changed = []
+    for rec in records[:10]:  # valid lines, checksums made anew: only the logged run knows better
+        rec["response"] = "knife" if rec["response"] != "knife" else "bottle"
+        rec["correct"] = rec["response"] == rec["ground_truth"]
+        rec["checksum"] = record_checksum(rec)
+        changed.append(rec["trial_id"])
+    path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+    edited = path.read_bytes()
+    refused = run(folder, cache)
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    (line,) = [x for x in refused.stderr.splitlines() if "changed" in x]
+    assert "10 record(s) changed" in line and changed[0] in line and "--rescore" in line, line
+    assert path.read_bytes() == edited  # nothing scored, repaired or moved aside
+    assert tags(folder / "mlflow.db", "gestalt.rescored") == []
+    rescored = run(folder, cache, "--rescore")
+    assert rescored.returncode == 0, rescored.stderr[-2000:]
+    (tag,) = tags(folder / "mlflow.db", "gestalt.rescored")
+    assert tag.startswith("10 changed record(s)") and changed[0] in tag
