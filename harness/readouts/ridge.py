@@ -17,9 +17,11 @@ both). A non-finite prediction is a null.
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import numpy as np
+
+from pydantic import Field
 
 from .base import Readout, ReadoutSettings, Response
 
@@ -87,10 +89,11 @@ class RidgeCV:
 
 
 class RidgeSettings(ReadoutSettings):
-    alphas: tuple[float, ...] = ALPHAS  # the ridge penalties cross-validated over
-    folds: int = FOLDS
+    # the ridge penalties cross-validated over
+    alphas: tuple[Annotated[float, Field(gt=0)], ...] = Field(ALPHAS, min_length=1, strict=False)
+    folds: int = Field(FOLDS, ge=2, le=100)
     round: bool | None = None  # None: round where the task's answers are counts
-    clip: tuple[float, float] | None = None  # None: a count task's option range
+    clip: tuple[float, float] | None = Field(None, strict=False)  # None: a count task's option range
 
 
 class RidgeProbe(Readout):
