@@ -43,8 +43,7 @@ class RecipeError(GestaltError):
 
 
 class _Strict(BaseModel):
-    # strict as every option is (harness.options): text is not a number, 1 is not true
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class ModelEntry(_Strict):

@@ -5,8 +5,6 @@ strict everywhere (no ``true``, ``"40"`` or ``40.0`` read as a number). A wrong 
 
 import pytest
 
-from harness.cli import main
-from harness.errors import GestaltError
 from harness.models.base import ModelError, ModelSpec
 from harness.models.registry import BUILT_IN, adapter_class
 from harness.recipes import RecipeError, load_recipe

@@ -119,8 +119,6 @@ RUNTIME_OPTIONS = {"api_key_env", "timeout_s", "max_retries", "backoff_base_s", 
                    "concurrency", "max_concurrency", "generation", "batch", "batch_poll_s"}
 # Providers whose batch interface ``options.batch`` uses (harness.models.api_batch).
 BATCH_PROVIDERS = ("openai", "anthropic", "google")
-DEFAULTS = {"timeout_s": 600.0, "max_retries": 6, "backoff_base_s": 1.0, "backoff_cap_s": 60.0,
-            "concurrency": 4, "anthropic_version": "2026-10-21"}  # anthropic 2.14's ANTHROPIC_API_VERSION
 Tokens = Annotated[int, Field(ge=0, le=10_000_000)]
 Seconds = Annotated[float, Field(ge=0, le=7 * 86400)]
 Requests = Annotated[int, Field(ge=1, le=4096)]
@@ -135,17 +133,17 @@ class APIOptions(ModelOptions):
     thinking_budget: Tokens | None = None
     adaptive_thinking: bool = False
     reasoning_effort: str | None = None
-    anthropic_version: str = DEFAULTS["anthropic_version"]
+    anthropic_version: str = "2026-10-21"  # anthropic 2.14's ANTHROPIC_API_VERSION
     extra_body: dict[str, Any] | None = None
     api_version: str | None = None
     served_model: str | None = None
     api_key_env: str | None = None
     api_key: None = None  # refused below: a key in a recipe would reach logs and MLflow
-    timeout_s: Seconds = DEFAULTS["timeout_s"]
-    max_retries: int = Field(DEFAULTS["max_retries"], ge=0, le=1000)
-    backoff_base_s: Seconds = DEFAULTS["backoff_base_s"]
-    backoff_cap_s: Seconds = DEFAULTS["backoff_cap_s"]
-    concurrency: Requests = DEFAULTS["concurrency"]
+    timeout_s: Seconds = 600.0
+    max_retries: int = Field(6, ge=0, le=1000)
+    backoff_base_s: Seconds = 1.0
+    backoff_cap_s: Seconds = 60.0
+    concurrency: Requests = 4
     max_concurrency: Requests | None = None
     batch: bool = False
     batch_poll_s: Seconds | None = None
@@ -161,6 +159,10 @@ class APIOptions(ModelOptions):
         if self.max_concurrency is not None and self.max_concurrency < self.concurrency:
             raise ValueError("options.max_concurrency must be >= options.concurrency")
         return self
+
+
+DEFAULTS = {k: APIOptions.model_fields[k].default for k in ("timeout_s", "max_retries", "backoff_base_s",
+                                                           "backoff_cap_s", "concurrency", "anthropic_version")}
 CONNECT_TIMEOUT_S = 5.0  # the SDKs' (openai and anthropic DEFAULT_TIMEOUT): a dead host fails fast
 # Where the SDKs read a base URL when the client is given none (options.base_url comes first).
 BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL", "google": "GOOGLE_GEMINI_BASE_URL"}

@@ -17,7 +17,6 @@ unchanged. Prompt models answer in percent (the prompt asks for 0-100); the scor
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
