@@ -45,7 +45,7 @@ def disk_fault(e: BaseException) -> tuple[str, str | None] | None:
             continue
         seen.add(id(err))
         if isinstance(err, OSError) and err.errno in codes:
-            return codes[err.errno], err.filename
+            return codes[err.errno], err.filename2 or err.filename  # a copy's destination is what filled
         text = str(err)
         for words, code in _DISK_WORDS.items():
             if words in text:
