@@ -163,11 +163,13 @@ class CLI:
             finished = [r for r in results if not r.failed and not r.left_out]
             if recipe.tracking.enabled and finished:  # the answer in MLflow: the experiment's summary run
                 from .reports.report import experiment_summary
+                from .run import disk_faults
                 from .tracking.store import tracking_uri
 
-                summary = experiment_summary(tracking_uri(recipe.tracking.uri), recipe.tracking.experiment,
-                                             [r.run_id for r in finished], {r.model_id: r.items for r in finished},
-                                             recipe.bootstrap)
+                with disk_faults(recipe):
+                    summary = experiment_summary(tracking_uri(recipe.tracking.uri), recipe.tracking.experiment,
+                                                 [r.run_id for r in finished],
+                                                 {r.model_id: r.items for r in finished}, recipe.bootstrap)
                 if summary is not None:
                     print(f"summary  {summary.url} (matrix with rank groups, dissociation figure)")
         failed = [f"{r.model_id}: {r.failed}" for r in results if r.failed]
@@ -499,6 +501,23 @@ def check_command_line(cli: object, argv: list[str]) -> str | None:
     return None
 
 
+def quiet_mlflow(verbose: bool) -> None:
+    """MLflow's own log lines (its tables created, its errors before it raises them) and its
+    "View run" lines off the terminal unless ``--verbose``: what fails reaches the harness as an
+    exception, which says it in one line. A log line that cannot be written (the log on a full
+    disk) is dropped, not a traceback."""
+    level = logging.INFO if verbose else logging.CRITICAL
+    # MLflow sets its loggers' level from the variable when first imported, then keeps it
+    os.environ["MLFLOW_LOGGING_LEVEL"] = logging.getLevelName(level)
+    if verbose:
+        os.environ.pop("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", None)
+    else:
+        os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
+    for name in ("mlflow", "alembic"):
+        logging.getLogger(name).setLevel(level)
+    logging.raiseExceptions = False
+
+
 def main(argv: list[str] | None = None) -> None:
     # the harness's own progress lines (epochs of training, retries of API calls) on stderr
     logger = logging.getLogger("harness")
@@ -508,6 +527,10 @@ def main(argv: list[str] | None = None) -> None:
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
     args = list(sys.argv[1:] if argv is None else argv)
+    verbose = "--verbose" in args and args[0] != "ui"  # `gestalt ui --verbose` is the server's own
+    if verbose:
+        args.remove("--verbose")
+    quiet_mlflow(verbose)
     if "--offline" in args:  # any command: never download a source release (also GESTALT_OFFLINE=1)
         args.remove("--offline")
         os.environ["GESTALT_OFFLINE"] = "1"

@@ -2,7 +2,7 @@
 process of a multi-process run, the tracking server or a writable disk lost (exit 1). A run that
 left out models which cannot run here yet (no API key, weights not fetched) exits INCOMPLETE.
 
-Kept import-free so the CLI can catch them without loading any stage at start-up.
+Kept free of the stages' imports so the CLI can catch them without loading any stage at start-up.
 """
 
 # `gestalt recipe`'s exit status when it left models out (named with their fixes): the rest ran;
@@ -29,3 +29,47 @@ class TrackingUnavailable(Exception):
 class DiskUnavailable(Exception):
     """The output folder (or the store's) is full or read-only; the message names the folder and
     the cause. The records written so far are kept: a rerun once it is writable resumes."""
+
+
+# what a database says of the disk under it (sqlite's SQLITE_FULL and SQLITE_READONLY) when MLflow
+# or SQLAlchemy wrap it: no OSError then, only these words
+_DISK_WORDS = {"database or disk is full": "ENOSPC", "attempt to write a readonly database": "EROFS"}
+
+
+def disk_fault(e: BaseException) -> tuple[str, str | None] | None:
+    """(``ENOSPC`` | ``EDQUOT`` | ``EROFS``, the file it names or None) when ``e``, or an error it
+    wraps or was raised while handling, is a full or read-only disk; None otherwise."""
+    import errno
+
+    codes = {errno.ENOSPC: "ENOSPC", errno.EDQUOT: "EDQUOT", errno.EROFS: "EROFS"}
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [e]
+    while stack:
+        err = stack.pop()
+        if err is None or id(err) in seen:
+            continue
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in codes:
+            return codes[err.errno], err.filename2 or err.filename  # a copy's destination is what filled
+        text = str(err)
+        for words, code in _DISK_WORDS.items():
+            if words in text:
+                return code, None
+        stack += [err.__cause__, err.__context__]
+    return None
+
+
+def disk_unavailable(e: BaseException, folder: str) -> DiskUnavailable | None:
+    """``e`` as the one line a full or read-only disk gets, naming the folder of the file it
+    names (made absolute: a relative ``mlflow.db`` is not in "."), else ``folder``; None when
+    ``e`` is something else."""
+    import os
+
+    fault = disk_fault(e)
+    if fault is None:
+        return None
+    code, filename = fault
+    where = os.path.dirname(os.path.abspath(filename)) if filename else folder
+    if code == "EROFS":
+        return DiskUnavailable(f"{where} is read-only: records so far are kept; make it writable and run again")
+    return DiskUnavailable(f"no space left on {where}: records so far are kept; free space and run again")

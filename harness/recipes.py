@@ -2,7 +2,8 @@
 
 Every section forbids unknown keys; an error names the file, the line and the key, and exits 2
 before anything loads. ``task_options.<task>`` holds the task builder's options, checked against
-the builder's :class:`~harness.stimuli.registry.TaskOptions` model, and under ``readout:`` the
+the builder's :class:`~harness.stimuli.registry.TaskOptions` model, a model's ``options`` against its
+source's :class:`~harness.models.base.ModelOptions` model, and under ``readout:`` the
 readout's settings, checked at load against the task's readouts'
 :class:`~harness.readouts.base.ReadoutSettings` (as a model's ``generation`` is) and again when
 preflight builds each readout. The resolved recipe (after
@@ -510,6 +511,23 @@ def _check_task_options(recipe: Recipe, lines: dict, path: str | Path, file_task
                                                   get_task(key).options_model()) + hint) from None
 
 
+def _check_model_options(recipe: Recipe, lines: dict, path: str | Path) -> None:
+    """Each model's ``options`` pass its source's ``Options`` model (the adapter class's), so a
+    wrong option stops here with its line, never in training after the run has started."""
+    from .models.base import ModelError
+    from .models.registry import adapter_class
+
+    for i, m in enumerate(recipe.models):
+        try:
+            options = adapter_class(m.source).Options
+        except ModelError as e:
+            raise RecipeError(f"{lines.get(('models', i, 'source'), path)}: models.{i}.source: {e}") from None
+        try:
+            options.model_validate(m.options)
+        except ValidationError as e:
+            raise RecipeError(_validation_message(e, lines, str(path), ("models", i, "options"), options)) from None
+
+
 def load_recipe(path: str | Path, overrides: dict[str, Any] | None = None) -> Recipe:
     """Load, extend, override and validate. Overrides are dotted paths (``runtime.processes``)."""
     data, lines = _load_raw(Path(path))
@@ -539,5 +557,6 @@ def load_recipe(path: str | Path, overrides: dict[str, Any] | None = None) -> Re
     except RecursionError:
         raise RecipeError(f"{path}: nested too deeply") from None
     recipe._lines, recipe._file = lines, str(path)
+    _check_model_options(recipe, lines, path)
     _check_task_options(recipe, lines, path, file_tasks)
     return recipe

@@ -11,7 +11,7 @@ records), scores through the task's scoring family, figures, artifacts.
 from __future__ import annotations
 
 import contextlib
-import errno
+import functools
 import os
 import hashlib
 import json
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .version import __version__
-from .errors import DiskUnavailable, GestaltError, ProcessLost, TrackingUnavailable
+from .errors import DiskUnavailable, GestaltError, ProcessLost, TrackingUnavailable, disk_unavailable
 from .models.api_costs import (USAGE_METRICS, Budget, BudgetReached, Price, battery_usage, cost_usd,
                                estimate_input_tokens, price_of, spend, task_usage)
 from .models.base import CAPABILITIES, ModelAdapter, ModelError, ModelSpec, NotReady, fingerprint_hash
@@ -60,6 +60,7 @@ from .tracking.store import (
     open_store,
     outage_budget,
     shown_uri,
+    sqlite_path,
     tracking_lost,
     tracking_uri,
 )
@@ -529,23 +530,32 @@ def recipe_device(recipe: Recipe) -> Iterator[None]:
         os.environ.pop("GESTALT_DEVICE", None)
 
 
+@contextlib.contextmanager
+def disk_faults(recipe: Recipe) -> Iterator[None]:
+    """A full or read-only disk met in the block, however the library that met it raised or
+    wrapped it (MLflow, SQLAlchemy, matplotlib), as one line: :class:`DiskUnavailable`. A
+    database names no file: its folder is the store's (or the store, for a server)."""
+    try:
+        yield
+    except DiskUnavailable:
+        raise
+    except Exception as e:
+        uri = tracking_uri(recipe.tracking.uri)
+        db = sqlite_path(uri)
+        store = os.path.dirname(os.path.abspath(db)) if db else f"the tracking store {shown_uri(uri)}"
+        if (unavailable := disk_unavailable(e, store)) is None:
+            raise
+        raise unavailable from None
+
+
 def run_recipe(recipe: Recipe, *, echo: Callable[[str], None] = print, new_run: bool = False,
                shard: tuple[int, int] | None = None, leave_out: bool = False,
                rescore: bool = False) -> list[BatteryResult]:
     """The recipe's batteries. With ``leave_out`` (`gestalt recipe`), models that cannot run here
     yet are named before any work and run without; each is a result with ``left_out`` set, after
     the batteries. Without it, they stop the run before it starts, as bad input does."""
-    with recipe_device(recipe):
-        try:
-            return _run_recipe(recipe, echo, new_run, shard, leave_out, rescore)
-        except OSError as e:
-            if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
-                raise
-            folder = Path(e.filename).parent if e.filename else recipe.out_dir
-            why = f"no space left on {folder}" if e.errno != errno.EROFS else f"{folder} is read-only"
-            raise DiskUnavailable(f"{why}: records so far are kept; "
-                                  f"{'free space' if e.errno != errno.EROFS else 'make it writable'} and run again"
-                                  ) from None
+    with recipe_device(recipe), disk_faults(recipe):
+        return _run_recipe(recipe, echo, new_run, shard, leave_out, rescore)
 
 
 def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,

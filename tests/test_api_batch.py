@@ -157,7 +157,7 @@ def test_dry_run_says_batch_mode_and_prices_at_batch_rates(tmp_path):
 
 @pytest.mark.parametrize("options, message", [
     ({"bacth": True}, "did you mean batch?"),
-    ({"batch": "yes"}, "options.batch must be true or false"),
+    ({"batch": "yes"}, "models.0.options.batch: Input should be a valid boolean"),
 ])
 def test_batch_option_is_checked_at_preflight(tmp_path, options, message):
     path = life.api_recipe(tmp_path, "http://127.0.0.1:9")

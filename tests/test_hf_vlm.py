@@ -142,7 +142,7 @@ def test_check_errors(tmp_path, monkeypatch):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
     with pytest.raises(ModelError, match="not an image-text-to-text model"):
         build_adapter(ModelSpec(id="m", source="hf-vlm", name=str(tmp_path)))
-    with pytest.raises(ModelError, match="unknown hf-vlm option"):
+    with pytest.raises(ModelError, match="options.device: unknown hf-vlm option"):
         build_adapter(ModelSpec(id="m", source="hf-vlm", name=str(tmp_path), options={"device": "cuda"}))
     with pytest.raises(ModelError, match="dtype"):
         build_adapter(ModelSpec(id="m", source="hf-vlm", name=str(tmp_path), dtype="float8"))

@@ -73,7 +73,6 @@ through the vendor's batch interface instead, at its batch price (:mod:`harness.
 from __future__ import annotations
 
 import base64
-import difflib
 import email.utils
 import json
 import logging
@@ -86,17 +85,18 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import httpx2
 from PIL import Image
+from pydantic import Field, field_validator, model_validator
 
 from ..version import __version__
 from ..stimuli.base import png_bytes
 from .api_capabilities import MIN_OUTPUT_WHEN_THINKING, Family, family_of
 from .api_concurrency import AdaptiveConcurrency, RateLimits, rate_limits
 from .api_costs import estimate_input_tokens
-from .base import Generation, ModelAdapter, ModelError, ModelSpec, NotReady
+from .base import Generation, ModelAdapter, ModelError, ModelOptions, ModelSpec, NotReady
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +120,50 @@ RUNTIME_OPTIONS = {"api_key_env", "timeout_s", "max_retries", "backoff_base_s", 
                    "concurrency", "max_concurrency", "generation", "batch", "batch_poll_s"}
 # Providers whose batch interface ``options.batch`` uses (harness.models.api_batch).
 BATCH_PROVIDERS = ("openai", "anthropic", "google")
-DEFAULTS = {"timeout_s": 600.0, "max_retries": 6, "backoff_base_s": 1.0, "backoff_cap_s": 60.0,
-            "concurrency": 4, "anthropic_version": "2026-10-21"}  # anthropic 2.14's ANTHROPIC_API_VERSION
+Tokens = Annotated[int, Field(ge=0, le=10_000_000)]
+Seconds = Annotated[float, Field(ge=0, le=7 * 86400)]
+Requests = Annotated[int, Field(ge=1, le=4096)]
+
+
+class APIOptions(ModelOptions):
+    """ANSWER_OPTIONS and RUNTIME_OPTIONS (above), typed."""
+
+    base_url: str | None = None
+    max_tokens: Tokens | None = None
+    supports_temperature: bool | None = None
+    thinking_budget: Tokens | None = None
+    adaptive_thinking: bool = False
+    reasoning_effort: str | None = None
+    anthropic_version: str = "2026-10-21"  # anthropic 2.14's ANTHROPIC_API_VERSION
+    extra_body: dict[str, Any] | None = None
+    api_version: str | None = None
+    served_model: str | None = None
+    api_key_env: str | None = None
+    api_key: None = None  # refused below: a key in a recipe would reach logs and MLflow
+    timeout_s: Seconds = 600.0
+    max_retries: int = Field(6, ge=0, le=1000)
+    backoff_base_s: Seconds = 1.0
+    backoff_cap_s: Seconds = 60.0
+    concurrency: Requests = 4
+    max_concurrency: Requests | None = None
+    batch: bool = False
+    batch_poll_s: Seconds | None = None
+
+    @field_validator("api_key", mode="before")
+    @classmethod
+    def _key_from_environment(cls, v):
+        raise ValueError("API keys are read only from the environment; name the variable with "
+                         "options.api_key_env instead of options.api_key")
+
+    @model_validator(mode="after")
+    def _ceiling(self):
+        if self.max_concurrency is not None and self.max_concurrency < self.concurrency:
+            raise ValueError("options.max_concurrency must be >= options.concurrency")
+        return self
+
+
+DEFAULTS = {k: APIOptions.model_fields[k].default for k in ("timeout_s", "max_retries", "backoff_base_s",
+                                                           "backoff_cap_s", "concurrency", "anthropic_version")}
 CONNECT_TIMEOUT_S = 5.0  # the SDKs' (openai and anthropic DEFAULT_TIMEOUT): a dead host fails fast
 # Where the SDKs read a base URL when the client is given none (options.base_url comes first).
 BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL", "google": "GOOGLE_GEMINI_BASE_URL"}
@@ -348,9 +390,10 @@ def retry_after_s(headers: httpx2.Headers, now: float | None = None) -> float | 
 
 class APIModel(ModelAdapter):
     capabilities = frozenset({"generate"})
+    Options = APIOptions
 
     def __init__(self, spec: ModelSpec):
-        self.spec = spec
+        super().__init__(spec)
         self.provider, self.model = split_name(spec.name)
         self.options = {**DEFAULTS, **spec.options}
         self._rng = random.Random()
@@ -373,18 +416,6 @@ class APIModel(ModelAdapter):
         if self.provider not in PROVIDERS or not self.model:
             raise ModelError(f"model {s.id!r}: api name {s.name!r} must be <provider>/<model> with "
                              f"provider one of {sorted(PROVIDERS)}")
-        if "api_key" in s.options:
-            raise ModelError(f"model {s.id!r}: API keys are read only from the environment; name "
-                             f"the variable with options.api_key_env instead of options.api_key")
-        unknown = set(s.options) - ANSWER_OPTIONS - RUNTIME_OPTIONS
-        if unknown:
-            known = sorted(ANSWER_OPTIONS | RUNTIME_OPTIONS)
-            guess = difflib.get_close_matches(sorted(unknown)[0], known, n=1, cutoff=0.5)
-            raise ModelError(f"model {s.id!r}: unknown api option(s) {sorted(unknown)}"
-                             f"{f'; did you mean {guess[0]}?' if guess else ''}; known: {known}")
-        if not isinstance(self.options.get("batch", False), bool):
-            raise ModelError(f"model {s.id!r}: options.batch must be true or false, got "
-                             f"{self.options['batch']!r}")
         if self.options.get("batch") and self.provider not in BATCH_PROVIDERS:
             raise ModelError(f"model {s.id!r}: options.batch needs a vendor batch interface, which "
                              f"{self.provider} lacks; providers with one: {', '.join(BATCH_PROVIDERS)}")
@@ -393,10 +424,6 @@ class APIModel(ModelAdapter):
         if self.provider == "azure" and not self.options.get("api_version"):
             raise ModelError(f"model {s.id!r}: Azure OpenAI needs options.api_version "
                              f"(e.g. 2024-10-21)")
-        if int(self.options["concurrency"]) < 1:
-            raise ModelError(f"model {s.id!r}: options.concurrency must be >= 1")
-        if int(self.options.get("max_concurrency") or self.options["concurrency"]) < int(self.options["concurrency"]):
-            raise ModelError(f"model {s.id!r}: options.max_concurrency must be >= options.concurrency")
         names = self._key_names()
         if names and self._key() is None:
             raise NotReady(f"model {s.id!r}: no API key; set the environment variable "

@@ -15,6 +15,10 @@ The ``fingerprint`` is a JSON-able description of weights and preprocessing; for
 sources it is computable *without loading weights*, so a rerun can tell from the cache alone that
 there is nothing to do and never load the model.
 
+A source's ``options`` are its adapter class's ``Options`` (a :class:`ModelOptions` model, strict
+like every option: :mod:`harness.options`), checked when a recipe loads, with the recipe's line, and
+again when the adapter is built from a spec.
+
 Everything else is optional, with its default in :class:`ModelAdapter` (every built-in source
 derives from it): ``check`` (refuse a model that cannot exist, at preflight), ``fetch`` (download
 weights, Docker build step), ``to`` (device placement before the first call), ``generate_many``
@@ -27,12 +31,14 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import numpy as np
 from PIL import Image
+from pydantic import ConfigDict, ValidationError
 
 from ..errors import GestaltError
+from ..options import Options
 
 Capability = Literal["embed", "generate", "predict"]
 CAPABILITIES: tuple[Capability, ...] = ("embed", "generate", "predict")  # a readout's order of preference
@@ -85,6 +91,28 @@ class NotReady(ModelError):
     the rest."""
 
 
+class ModelOptions(Options):
+    """A model source's ``options``: each source declares a subclass as its adapter's ``Options``.
+    ``generation`` is not one of them: it is the entry's own key, for the readouts."""
+
+
+class OpenOptions(ModelOptions):
+    """Options the adapter itself reads (a plugin that declares none, the user's own callable)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def checked_options(source: type[ModelAdapter], spec: ModelSpec) -> ModelOptions:
+    """``spec.options`` as ``source.Options``; a ModelError naming the model and the key."""
+    try:
+        return source.Options.model_validate({k: v for k, v in spec.options.items() if k != "generation"})
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = ".".join(map(str, err["loc"]))
+        what = f"unknown {spec.source} option" if err["type"] == "extra_forbidden" else err["msg"]
+        raise ModelError(f"model {spec.id!r}: options.{key}: {what}") from None
+
+
 @runtime_checkable
 class Adapter(Protocol):
     """What every model offers, whatever its capabilities."""
@@ -118,12 +146,14 @@ class ModelAdapter:
     """The optional part of the contract with its defaults; built-in sources derive from it."""
 
     capabilities: frozenset[str] = frozenset()  # a class constant, or per instance (python source)
+    Options: ClassVar[type[ModelOptions]] = OpenOptions
     # per fold, per epoch: training curves a trainable model logs with its run (default none)
     history: Sequence[list[dict[str, float]]] = ()
     device: str | None = "cpu"
 
     def __init__(self, spec: ModelSpec):
         self.spec = spec
+        self.opts = checked_options(type(self), spec)
 
     @property
     def fingerprint(self) -> dict[str, Any]:

@@ -31,16 +31,29 @@ import functools
 import glob
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from PIL import Image
+from pydantic import Field
 
 from ..sources import DataError, Sources
 from ..sources.store import file_sha256, get_release
-from .base import Generation, ModelAdapter, ModelError, ModelSpec
+from ..options import Options, PathOption
+from .base import Generation, ModelAdapter, ModelError, ModelOptions, ModelSpec
 
 COLUMNS = {"subject": "subj", "image": "imagename", "decision": "object_response"}
-OPTIONS = {"images", "columns", "generation", "experiments"}
+
+
+class Experiment(Options):
+    name: str  # decision files
+    images: PathOption  # their image folder
+
+
+class DecisionsOptions(ModelOptions):
+    images: PathOption  # the stimulus folder, a path or <release>:<prefix>
+    columns: dict[Literal["subject", "image", "decision"], str] = Field(default_factory=dict)
+    experiments: list[Experiment] = Field(default_factory=list)
+
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff"}
 NO_DECISION = "no_decision"  # Generation.error code for an image the files do not cover
 
@@ -67,27 +80,14 @@ def image_name(value: str) -> str:
 
 class DecisionsModel(ModelAdapter):
     capabilities = frozenset({"generate"})
+    Options = DecisionsOptions
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)
-        unknown = set(spec.options) - OPTIONS
-        if unknown:
-            raise ModelError(f"model {spec.id!r}: unknown decisions option(s) {sorted(unknown)}; "
-                             f"known: {sorted(OPTIONS)}")
-        if "images" not in spec.options:
-            raise ModelError(f"model {spec.id!r}: decisions need options.images (the stimulus folder)")
-        columns = spec.options.get("columns", {})
-        if not isinstance(columns, dict) or set(columns) - set(COLUMNS):
-            raise ModelError(f"model {spec.id!r}: options.columns maps {sorted(COLUMNS)} to column names")
-        self.columns = {**COLUMNS, **columns}
-        more = spec.options.get("experiments", [])
-        if not isinstance(more, list) or any(not isinstance(e, dict) or set(e) != {"name", "images"}
-                                             for e in more):
-            raise ModelError(f"model {spec.id!r}: options.experiments is a list of "
-                             f"{{name: <decision files>, images: <image folder>}}")
-        # (decision files, image folder) per experiment
+        self.columns = {**COLUMNS, **spec.options.get("columns", {})}
+        # (decision files, image folder) per experiment, as written (a release prefix is not a path)
         self.experiments = [(spec.name, str(spec.options["images"]))] + [
-            (str(e["name"]), str(e["images"])) for e in more]
+            (str(e["name"]), str(e["images"])) for e in spec.options.get("experiments", [])]
         self._decisions: dict[tuple[int, str], str] | None = None  # (experiment, file name) -> decision
         self._by_pixels: dict[str, tuple[int, str]] = {}  # pixel key -> (experiment, file name)
         self.subject = ""

@@ -38,13 +38,21 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from .base import ModelError, ModelSpec
+from pydantic import Field
+
+from .base import ModelError, ModelOptions, ModelSpec
 
 log = logging.getLogger("harness")
 
 AUTO_MAX_BATCH = 256  # batch_size auto on CUDA starts here unless options.max_batch_size says otherwise
 AUTO_CPU_BATCH = 32
 HALF_DTYPES = ("float16", "bfloat16")
+
+
+class BatchOptions(ModelOptions):
+    """The option every batched source takes: where ``batch_size: auto`` starts on a GPU."""
+
+    max_batch_size: int | None = Field(None, ge=1, le=65536)
 
 T = TypeVar("T")
 

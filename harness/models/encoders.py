@@ -17,14 +17,16 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from PIL import Image
+from pydantic import Field
 
 from ..memo import Memo
+from ..options import PathOption
 from .base import ModelAdapter, ModelError, ModelSpec, NotReady
-from .device import (BatchSizer, autocast, compute_precision, is_conv_net, is_cuda, place, planned_device,
+from .device import (BatchOptions, BatchSizer, autocast, compute_precision, is_conv_net, is_cuda, place, planned_device,
                      to_device)
 from .weights import check_keys, checkpoint_keys, load_by_order, pypi_weights
 
@@ -94,8 +96,27 @@ def _tuples(value: Any) -> Any:
     return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
+class EncoderOptions(BatchOptions):
+    init_seed: int = Field(0, ge=0, le=2**32 - 1)  # weights: random
+
+
+class TimmOptions(EncoderOptions):
+    model_kwargs: dict[str, Any] = Field(default_factory=dict)  # to timm.create_model
+    hf_hub_id: str | None = None
+
+
+class OpenClipOptions(EncoderOptions):
+    config_dir: PathOption | None = None
+
+
+class HFEncoderOptions(EncoderOptions):
+    model_kwargs: dict[str, Any] = Field(default_factory=dict)  # to from_pretrained
+    pooling: Literal["pooler", "cls", "mean"] = "pooler"
+
+
 class TorchEncoder(ModelAdapter):
     capabilities = frozenset({"embed"})
+    Options = EncoderOptions
     library: str = ""
 
     def __init__(self, spec: ModelSpec):
@@ -219,6 +240,7 @@ class TimmEncoder(TorchEncoder):
 
     library = "timm"
     capabilities = frozenset({"embed", "classify"})
+    Options = TimmOptions
 
     def _timm_facts(self) -> dict[str, Any]:
         """What check and fingerprint read from timm (is the name an architecture, its
@@ -368,12 +390,13 @@ class OpenClipEncoder(TorchEncoder):
     """
 
     library = "open_clip_torch"
+    Options = OpenClipOptions
 
     def _register(self):
         import open_clip
 
         if self.spec.options.get("config_dir"):
-            open_clip.add_model_config(self.spec.options["config_dir"])
+            open_clip.add_model_config(str(self.spec.options["config_dir"]))
         return open_clip
 
     def check(self) -> None:
@@ -410,6 +433,7 @@ class HFVisionEncoder(TorchEncoder):
     """
 
     library = "transformers"
+    Options = HFEncoderOptions
 
     def check(self) -> None:
         name = self.spec.name

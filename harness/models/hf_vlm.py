@@ -30,12 +30,20 @@ from pathlib import Path
 from typing import Any
 
 from PIL import Image
+from pydantic import Field
 
 from .base import Generation, ModelAdapter, ModelError, ModelSpec, NotReady
-from .device import BatchSizer, autocast, compute_precision, is_cuda, planned_device, to_device
+from .device import BatchOptions, BatchSizer, autocast, compute_precision, is_cuda, planned_device, to_device
 
 ADAPTER_VERSION = "1"  # bump when the prompt assembly or decoding changes
-OPTIONS = {"device_map", "processor_kwargs", "attn_implementation", "generation", "max_batch_size"}
+
+
+class HFVLMOptions(BatchOptions):
+    device_map: str | dict[str, Any] | None = None
+    processor_kwargs: dict[str, Any] = Field(default_factory=dict)
+    attn_implementation: str | None = None
+
+
 DTYPES = {"float32", "bfloat16", "float16", "auto"}
 DEFAULT_MAX_NEW_TOKENS = 40
 
@@ -64,6 +72,7 @@ def _local_digest(path: Path) -> str:
 
 class HFVLM(ModelAdapter):
     capabilities = frozenset({"generate"})
+    Options = HFVLMOptions
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)
@@ -83,10 +92,6 @@ class HFVLM(ModelAdapter):
     # -- identity (no weights loaded) ------------------------------------------------------
     def check(self) -> None:
         s = self.spec
-        unknown = set(s.options) - OPTIONS
-        if unknown:
-            raise ModelError(f"model {s.id!r}: unknown hf-vlm option(s) {sorted(unknown)}; "
-                             f"known: {sorted(OPTIONS)}")
         if s.dtype not in DTYPES:
             raise ModelError(f"model {s.id!r}: dtype {s.dtype!r} is not one of {sorted(DTYPES)}")
         if self._local is not None:

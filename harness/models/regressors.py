@@ -60,44 +60,54 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 import numpy as np
 from PIL import Image
+from pydantic import Field
 
 from .base import ModelAdapter, ModelError, ModelSpec
-from .device import HALF_DTYPES, is_cuda, place, to_device
+from .device import HALF_DTYPES, BatchOptions, is_cuda, place, to_device
 
 LOCAL_ARCHS = ("lenet", "mlp", "colnet")
-DEFAULTS: dict[str, Any] = {
-    "optimizer": "adamw",  # or "sgd" (momentum)
-    "lr": 1e-4,
-    "weight_decay": 0.01,
-    "momentum": 0.9,
-    "nesterov": True,
-    "batch_size": 32,
-    "max_epochs": 100,
-    "patience": 10,
-    "grad_clip": 10.0,
-    "noise_std": 0.0,
-    "input_size": None,  # None: native size (lenet, mlp) or 224 (timm)
-    "kfold": 0,
-    "seed": 0,
-    "max_train_seconds": None,
-    "conv": (20, 50),  # lenet: filters per conv block (conv - [batchnorm] - ReLU - maxpool - dropout)
-    "kernel": 5,  # lenet
-    "batchnorm": False,  # lenet
-    "dropout": 0.2,  # lenet: after each conv block (the dense layer keeps Haehn's 0.5)
-    "hidden": 256,  # lenet, mlp, colnet
-    "pixel_conv": (8,),  # colnet: filters per full-resolution 3x3 convolution
-    "column_channels": 32,  # colnet: filters of the full-height convolution
-    "width": 64,  # colnet: filters per 1-D convolution along x
-    "depth": 4,  # colnet: number of 1-D convolutions
-    "stride": 1,  # lenet: stride of the first convolution
-    "threads": 2,  # intra-op threads while fitting and predicting: fixes the reduction order
-}
-# change speed or place, never results: rendering processes for training batches, torch device
-RUNTIME_OPTIONS = {"num_workers": 0, "device": None, "max_batch_size": None}
+Count = Annotated[int, Field(ge=1, le=65536)]  # filters, units, items
+
+
+class CNNOptions(BatchOptions):
+    optimizer: Literal["adamw", "sgd"] = "adamw"  # sgd: with momentum
+    lr: float = Field(1e-4, gt=0, le=10)
+    weight_decay: float = Field(0.01, ge=0, le=10)
+    momentum: float = Field(0.9, ge=0, le=1)
+    nesterov: bool = True
+    batch_size: Count = 32
+    max_epochs: int = Field(100, ge=1, le=1_000_000)
+    patience: int = Field(10, ge=0, le=1_000_000)
+    grad_clip: float = Field(10.0, ge=0)  # 0: none
+    noise_std: float = Field(0.0, ge=0, le=10)
+    input_size: int | None = Field(None, ge=8, le=4096)  # None: native size (lenet, mlp) or 224 (timm)
+    kfold: int = Field(0, ge=0, le=100)
+    seed: int = Field(0, ge=0, le=2**32 - 1)
+    max_train_seconds: float | None = Field(None, gt=0)
+    # lenet: filters per conv block (conv - [batchnorm] - ReLU - maxpool - dropout)
+    conv: tuple[Count, ...] = Field((20, 50), min_length=1, max_length=64, strict=False)
+    kernel: int = Field(5, ge=1, le=31)  # lenet
+    batchnorm: bool = False  # lenet
+    dropout: float = Field(0.2, ge=0, lt=1)  # lenet: after each conv block (the dense layer keeps Haehn's 0.5)
+    hidden: Count = 256  # lenet, mlp, colnet
+    # colnet: filters per full-resolution 3x3 convolution
+    pixel_conv: tuple[Count, ...] = Field((8,), min_length=1, max_length=64, strict=False)
+    column_channels: Count = 32  # colnet: filters of the full-height convolution
+    width: Count = 64  # colnet: filters per 1-D convolution along x
+    depth: int = Field(4, ge=0, le=64)  # colnet: number of 1-D convolutions
+    stride: int = Field(1, ge=1, le=16)  # lenet: stride of the first convolution
+    threads: int = Field(2, ge=1, le=256)  # intra-op threads while fitting and predicting: fixes the reduction order
+    # change speed or place, never results: rendering processes for training batches, torch device
+    num_workers: int = Field(0, ge=0, le=256)
+    device: str | None = None
+
+
+RUNTIME_OPTIONS = {k: CNNOptions.model_fields[k].default for k in ("num_workers", "device", "max_batch_size")}
+DEFAULTS: dict[str, Any] = {k: f.default for k, f in CNNOptions.model_fields.items() if k not in RUNTIME_OPTIONS}
 CHECKPOINT_FORMAT = 2  # 2: colnet's layers split into ``pixels`` and ``columns``
 CAM_SIDE = 30
 log = logging.getLogger(__name__)
@@ -209,18 +219,13 @@ class CNNRegressor(ModelAdapter):
     """A regressor from chart pixels to the ratio; weights come from :meth:`fit` or :meth:`load`."""
 
     capabilities = frozenset({"predict"})
+    Options = CNNOptions
 
     def __init__(self, spec: ModelSpec):
-        self.spec = spec
-        unknown = set(spec.options) - set(DEFAULTS) - set(RUNTIME_OPTIONS)
-        if unknown:
-            raise ModelError(f"model {spec.id!r}: unknown cnn option(s) {sorted(unknown)}; "
-                             f"known: {sorted({**DEFAULTS, **RUNTIME_OPTIONS})}")
+        super().__init__(spec)
+        # the values as written (a fingerprint keeps them so), over the defaults
         self.options = {**DEFAULTS, **{k: v for k, v in spec.options.items() if k in DEFAULTS}}
         self.runtime = {**RUNTIME_OPTIONS, **{k: v for k, v in spec.options.items() if k in RUNTIME_OPTIONS}}
-        if self.options["optimizer"] not in ("adamw", "sgd"):
-            raise ModelError(f"model {spec.id!r}: optimizer must be 'adamw' or 'sgd', "
-                             f"got {self.options['optimizer']!r}")
         if spec.precision in HALF_DTYPES:
             raise ModelError(f"model {spec.id!r}: cnn regressors train and predict in float32 (bit-reproducible "
                              f"training); precision {spec.precision} is not available for them")

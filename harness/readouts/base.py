@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from ..models.base import Adapter, Embedder
+from ..options import Options
 from ..models.device import chunk_size
 from ..stimuli.base import Stimulus, StimulusSet, prefetched
 
@@ -34,12 +35,11 @@ class UnknownReadoutOption(ValueError):
         self.keys = keys
 
 
-class ReadoutSettings(BaseModel):
+class ReadoutSettings(Options):
     """A readout's settings: a recipe model's ``generation`` and ``task_options.<task>.readout``.
-    Each readout declares a subclass, its fields typed and defaulted; any other key is refused,
-    at recipe load (with the recipe's line) and when preflight builds the readout for a model."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    Each readout declares a subclass, its fields typed (strictly, :mod:`harness.options`) and
+    defaulted; any other key is refused, at recipe load (with the recipe's line) and when
+    preflight builds the readout for a model."""
 
     @classmethod
     def defaults(cls) -> dict[str, Any]:

@@ -101,12 +101,12 @@ class Chart6Settings(ReadoutSettings):
     paper_model: str | None = None  # the paper's model whose prompt and sampling to use
     prefix: str | None = None  # None: the paper model's, else ""
     suffix: str | None = None
-    temperature: float | None = None  # None: the paper model's, else 1.0
-    top_p: float | None = None
+    temperature: float | None = Field(None, ge=0, le=2)  # None: the paper model's, else 1.0
+    top_p: float | None = Field(None, gt=0, le=1)
     greedy: bool = False
-    n_reps: int = Field(default=N_PRESENTATIONS, ge=1)
-    max_new_tokens: int = Field(default=MAX_NEW_TOKENS, ge=1)
-    seed: int | None = None  # None: the recipe's seed
+    n_reps: int = Field(default=N_PRESENTATIONS, ge=1, le=1000)
+    max_new_tokens: int = Field(default=MAX_NEW_TOKENS, ge=1, le=1_000_000)
+    seed: int | None = Field(None, ge=0, le=2**32 - 1)  # None: the recipe's seed
     choice_order: Literal["paper", "reversed"] = "paper"
     extractor: Literal["rule", "llm"] = "rule"
     # a model entry (source, name, ...) or, from Python, an adapter

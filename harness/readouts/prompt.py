@@ -85,11 +85,11 @@ def generation_record(gen: Generation, extras: dict[str, Any],
 
 
 class PromptSettings(ReadoutSettings):
-    max_new_tokens: int = Field(default=40, ge=1)
-    temperature: float | None = 0.0
-    top_p: float | None = None
-    seed: int | None = None  # None: the recipe's seed
-    n_reps: int = Field(default=1, ge=1)
+    max_new_tokens: int = Field(default=40, ge=1, le=1_000_000)
+    temperature: float | None = Field(0.0, ge=0, le=2)
+    top_p: float | None = Field(None, gt=0, le=1)
+    seed: int | None = Field(None, ge=0, le=2**32 - 1)  # None: the recipe's seed
+    n_reps: int = Field(default=1, ge=1, le=1000)
     answer_rule: AnswerRule = "paper"
 
 

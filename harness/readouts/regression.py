@@ -59,7 +59,7 @@ class StimulusData:
 class RegressionSettings(ReadoutSettings):
     checkpoint_dir: str | None = None  # None: $GESTALT_CHECKPOINTS, else ~/.cache/gestalt/checkpoints
     gradcam: bool = False
-    cache_bytes: int = Field(default=2 << 30, ge=0)  # training images kept in memory up to this size
+    cache_bytes: int = Field(default=2 << 30, ge=0, le=1 << 50)  # training images kept in memory up to this size
 
 
 class RegressionReadout(Readout):

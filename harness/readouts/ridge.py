@@ -21,6 +21,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from pydantic import Field
+
 from .base import Readout, ReadoutSettings, Response
 
 ALPHAS = tuple(float(a) for a in 10.0 ** np.arange(-3.0, 6.5, 0.5))
@@ -87,10 +89,10 @@ class RidgeCV:
 
 
 class RidgeSettings(ReadoutSettings):
-    alphas: tuple[float, ...] = ALPHAS  # the ridge penalties cross-validated over
+    alphas: tuple[float, ...] = Field(ALPHAS, strict=False)  # the ridge penalties cross-validated over
     folds: int = FOLDS
     round: bool | None = None  # None: round where the task's answers are counts
-    clip: tuple[float, float] | None = None  # None: a count task's option range
+    clip: tuple[float, float] | None = Field(None, strict=False)  # None: a count task's option range
 
 
 class RidgeProbe(Readout):

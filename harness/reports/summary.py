@@ -14,6 +14,7 @@ own colour from the run id drew two of three runs in nearly the same blue.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 from dataclasses import dataclass
@@ -77,17 +78,24 @@ def log_summary(tracking_uri: str, experiment: str, experiment_id: str, runs: li
         run_id = client.create_run(experiment_id, run_name="summary: rank groups per task",
                                    tags={SUMMARY_TAG: "true", RUN_COLOR_TAG: "#000000"}).info.run_id
     logged = [FIGURES[name] for name in FIGURES if name in figures]
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, as_name in FIGURES.items():
-            if name in figures:
-                (Path(tmp) / as_name).write_bytes(figures[name])
-        (Path(tmp) / "rank_groups.json").write_text(json.dumps(
-            {"method": groups_note, "groups": [{"model": m, "task": t, "groups": g} for (m, t), g in groups.items()],
-             "headline": headline}, indent=1) + "\n")
-        (Path(tmp) / "runs.json").write_text(json.dumps(
-            [{"model": r.model, "family": r.family, "run_id": r.run_id} for r in runs], indent=1) + "\n")
-        client.log_artifacts(run_id, tmp)
-    client.log_batch(run_id, tags=[RunTag(NOTE_TAG, summary_markdown(run_id, experiment, runs, logged, groups_note))])
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, as_name in FIGURES.items():
+                if name in figures:
+                    (Path(tmp) / as_name).write_bytes(figures[name])
+            (Path(tmp) / "rank_groups.json").write_text(json.dumps(
+                {"method": groups_note,
+                 "groups": [{"model": m, "task": t, "groups": g} for (m, t), g in groups.items()],
+                 "headline": headline}, indent=1) + "\n")
+            (Path(tmp) / "runs.json").write_text(json.dumps(
+                [{"model": r.model, "family": r.family, "run_id": r.run_id} for r in runs], indent=1) + "\n")
+            client.log_artifacts(run_id, tmp)
+        note = summary_markdown(run_id, experiment, runs, logged, groups_note)
+        client.log_batch(run_id, tags=[RunTag(NOTE_TAG, note)])
+    except Exception:
+        with contextlib.suppress(Exception):  # not left RUNNING where the store can still say so
+            client.set_terminated(run_id, "FAILED")
+        raise
     client.set_terminated(run_id, "FINISHED")
     for i, r in enumerate(runs):
         color = MODEL_COLORS[i % len(MODEL_COLORS)]

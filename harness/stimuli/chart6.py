@@ -66,6 +66,7 @@ from PIL import Image
 from ..sources import DataError, Sources
 from ..sources.store import file_sha256
 from .base import LiteracyItems, Prompt, ResponseSpace, Stimulus, StimulusSet
+from ..options import PathOption
 from .registry import NoOptions, TaskOptions
 
 VERSION = "1"
@@ -547,7 +548,7 @@ def _read_responses(path: Path) -> list[tuple[str, str, str, str]]:
 
 
 class HolfMultiOptions(TaskOptions):
-    osf_root: Path | None = None
+    osf_root: PathOption | None = None
 
 
 def build_holf_multi(sources: Sources, seed: int = 0, osf_root: str | Path | None = None) -> StimulusSet:
@@ -593,8 +594,8 @@ def numeric_answer(answer: str) -> bool:
 
 
 class ChartQAOptions(TaskOptions):
-    chartqa_root: Path | None = None
-    osf_root: Path | None = None
+    chartqa_root: PathOption | None = None
+    osf_root: PathOption | None = None
     items: Literal["numeric", "all"] = "numeric"
 
 

@@ -19,10 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
 from ..errors import GestaltError
 from ..lazy import resolve
+from ..options import Options
 from .base import StimulusSet
 
 TASK_ID_PATTERN = r"^[a-z_]+\.[a-z_]+\.[a-z0-9_]+(:[A-Za-z0-9_-]+)?$"
@@ -37,11 +38,12 @@ class BadTaskOptions(GestaltError, ValueError):
     """Options a task's builder does not take, or a value it refuses."""
 
 
-class TaskOptions(BaseModel):
+class TaskOptions(Options):
     """A builder's options (``task_options.<task>`` of a recipe, without ``readout``): each
-    builder module declares a subclass above its build function; unknown keys are refused."""
+    builder module declares a subclass above its build function; unknown keys are refused and
+    values are strict (:mod:`harness.options`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
 
 class NoOptions(TaskOptions):

@@ -142,7 +142,7 @@ class Options(TaskOptions):
     design: Design = "default"
     n_test: int | None = Field(None, ge=1, le=MAX_ITEMS)  # None: the design's count
     n_train: int = Field(N_TRAIN, ge=0, le=MAX_ITEMS)
-    k_values: tuple[Annotated[int, Field(ge=1, le=len(PALETTE))], ...] = Field(K_VALUES, min_length=1)
+    k_values: tuple[Annotated[int, Field(ge=1, le=len(PALETTE))], ...] = Field(K_VALUES, min_length=1, strict=False)
 
 
 def build(sources: Sources | None = None, seed: int = 0, design: Design = "default",

@@ -56,6 +56,7 @@ from .montage import (
     to_positions,
     vote_counts,
 )
+from ..options import PathOption
 from .registry import TaskOptions
 
 TASK_ID = "similarity.nat.things"
@@ -155,8 +156,8 @@ def _unavailable_image(message: str):
 
 
 class Options(TaskOptions):
-    n_triplets: int | None = Field(None, ge=1)
-    image_root: Path | None = None  # else $GESTALT_THINGS_IMAGES; without either, no images
+    n_triplets: int | None = Field(None, ge=1, le=1_000_000)
+    image_root: PathOption | None = None  # else $GESTALT_THINGS_IMAGES; without either, no images
 
     @field_validator("image_root")
     @classmethod

@@ -33,7 +33,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ..errors import GestaltError
+from ..errors import GestaltError, disk_fault
 from ..models.device import prepares_beside
 from ..scores.tasks import family_of
 from .batteries import OUTCOME, RECORDS_DIGEST, SCORES, owner_tags
@@ -138,12 +138,35 @@ class BatteryRun:
             self._discard_staged()
             self._leave()
             return
+        if exc is not None and disk_fault(exc):  # its artifacts would not fit either
+            self._discard_staged()
+            self._end_failed(exc)
+            return
         try:
             self._close(exc_type, exc)
         except Exception as e:
             if tracking_lost(e):
                 self._leave()
+            elif disk_fault(e):
+                self._discard_staged()
+                self._end_failed(e)
             raise
+
+    def _end_failed(self, fault: BaseException) -> None:
+        """End the run FAILED, its outcome the full or read-only disk, where the store can still
+        take that; where it cannot (the store is on that disk) the run stays RUNNING, and the
+        rerun that continues it finds it abandoned."""
+        from mlflow.entities import RunTag
+
+        found = disk_fault(fault)
+        outcome = "read-only" if found and found[0] == "EROFS" else "no space left"
+        with contextlib.suppress(Exception):
+            self.mlflow.MlflowClient().log_batch(self.run_id, tags=[RunTag(OUTCOME, outcome)])
+        with contextlib.suppress(Exception):
+            if self.mlflow.active_run() is not None:
+                self.mlflow.end_run(status="FAILED")
+            else:
+                self.mlflow.MlflowClient().set_terminated(self.run_id, "FAILED")
 
     def _leave(self) -> None:
         """Leave MLflow's active run once the store is given up, so no request is left to wait

@@ -188,6 +188,10 @@ def patiently(call: Callable[[], T]) -> T:
             pause = min(2 * pause, 15.0)
 
 
+# sqlite's words for a file that is not (or no longer) a database
+_DAMAGED = ("malformed", "not a database", "corrupt")
+
+
 def sqlite_path(uri: str) -> Path | None:
     return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
 
@@ -228,6 +232,12 @@ def open_store(uri: str, experiment: str) -> str:
                 raise
             why = str(e).strip().splitlines()[0]
             if _holds_runs(db):
+                if any(words in why for words in _DAMAGED):  # no upgrade repairs a damaged file
+                    raise GestaltError(
+                        f"{uri}: MLflow cannot open this store ({why}): the file is damaged; restore it from a "
+                        f"copy, or move it aside (`mv {db} {db}.damaged`) and run again: the trial records are "
+                        f"kept outside it, so a rerun scores them into a new store without asking a model "
+                        f"again") from None
                 raise GestaltError(f"{uri}: MLflow cannot open this store ({why}); it holds runs: restore "
                                    f"it from a copy, or upgrade it (`mlflow db upgrade {uri}`)") from None
         # a store whose creation a killed process or a full disk left unfinished: nothing in it

@@ -5,6 +5,7 @@ Where the machine cannot mount (no privilege), the same faults are simulated in
 tests/test_disk_faults.py."""
 
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -81,3 +82,40 @@ def test_a_read_only_output_folder(tmp_path, tmpfs):
         subprocess.run(["mount", "-o", "remount,rw", str(tmpfs)], check=True)
         final = life.gestalt(path)
     _summary("read-only output folder", first, final, tmpfs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", ["1400k", "1100k", "800k"])
+def test_a_result_folder_on_a_small_disk(tmp_path, size, monkeypatch):
+    """The whole result folder (store, artifacts, records) on a disk of ``size``: where it fills
+    (creating the store, a record, a run's artifacts, the summary's figures) is one line naming
+    the folder, exit 1; the same run continues on a rerun once there is room."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({made.stderr.decode().strip()}); simulated in test_disk_faults.py")
+    try:
+        with FakeVendorServer(key=life.KEY, answer=life.answer) as server:
+            path = life.api_recipe(mount, server.url)
+            recipe = yaml.safe_load(path.read_text())
+            recipe["tracking"]["uri"], recipe["output_dir"] = "sqlite:///mlflow.db", "out"
+            path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+
+            def gestalt():
+                return subprocess.run([sys.executable, "-m", "harness.cli", "recipe", str(path)], env=life.env(),
+                                      cwd=mount, capture_output=True, text=True, timeout=600)
+
+            first = gestalt()
+            assert first.returncode == 1, first.stderr[-3000:]
+            assert first.stderr.startswith(f"gestalt: error: no space left on {mount}"), first.stderr[-3000:]
+            assert len(first.stderr.strip().splitlines()) == 1, first.stderr[-3000:]
+            subprocess.run(["mount", "-o", "remount,size=64m", str(mount)], check=True)
+            final = gestalt()
+            assert final.returncode == 0, final.stderr[-3000:]
+            ids = [r["trial_id"] for r in _records(mount)]
+            print(f"\nresult folder on a {size} disk: exit {first.returncode}, one line; rerun exit 0, "
+                  f"{life.TRIALS - len(set(ids))} lost, {len(ids) - len(set(ids))} duplicated")
+            assert len(ids) == len(set(ids)) == life.TRIALS
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True)

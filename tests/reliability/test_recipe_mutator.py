@@ -147,3 +147,85 @@ def test_override_mutations(tmp_path):
         except Exception as e:  # noqa: BLE001
             crashes.append(f"--{key}={value!r}: {type(e).__name__}: {str(e)[:200]}")
     assert not crashes, "\n".join(crashes[:20])
+
+
+# -- every option of the shipped recipes, mutated into a wrong type or out of range ---------------
+
+def wrong_values(value) -> list:
+    """Values an option holding ``value`` must refuse: another type (a boolean, text or a float
+    where an integer goes), or a number no setting takes."""
+    if isinstance(value, bool):
+        return ["yes", "true", 1]
+    if isinstance(value, int):
+        return [True, str(value), float(value), "x", -2147483648, 2**63]
+    if isinstance(value, float):
+        return [str(value), True, "x", float("nan"), -1e300]
+    if isinstance(value, list):
+        return ["x", {"a": 1}] + [value[:i] + [bad] + value[i + 1:] for i, v in enumerate(value)
+                                  for bad in wrong_values(v)[:3]]
+    return [["x"], {"a": 1}, 3]
+
+
+def option_leaves(node, prefix):
+    """(key path, value) of every option under ``node``; mappings are walked into, lists are leaves."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from option_leaves(v, prefix + (k,))
+    else:
+        yield prefix, node
+
+
+def shipped_option_mutations():
+    """Each option once per (place, name, type): the recipes repeat the same options often."""
+    seen = set()
+    for path in sorted((REPO / "recipes").glob("*.yaml")):
+        data = yaml.safe_load(path.read_text())
+        places = [(("models", i, "options"), m.get("options", {})) for i, m in enumerate(data["models"])]
+        places += [(("models", i, "generation"), m["generation"]) for i, m in enumerate(data["models"])
+                   if "generation" in m]
+        places += [(("task_options", t), o) for t, o in (data.get("task_options") or {}).items()]
+        for prefix, options in places:
+            for key, value in option_leaves(options, prefix):
+                if key[-1] in ("ood", "human_sample", "checkpoint_dir", "device", "augment", "paper_model"):
+                    continue  # free text or an open value: no type to get wrong
+                if set(key) & {"model_kwargs", "processor_kwargs", "extra_body"}:
+                    continue  # passed on to the library or vendor, which reads them
+                kind = (key[0] == "models", key[-2] == "readout", key[-1], type(value))
+                if kind in seen:
+                    continue
+                seen.add(kind)
+                for bad in wrong_values(value):
+                    yield path, key, bad
+
+
+def test_every_option_mutation_is_refused_at_load_naming_file_line_and_key(tmp_path):
+    """Each option of each shipped recipe (models' options and generation settings, task
+    options and their readout settings) set to a wrong type or an out-of-range value: refused by
+    load_recipe in one line ``file:line: key: ...``: none loads, none is a traceback."""
+    from harness.errors import GestaltError
+    from harness.recipes import load_recipe
+
+    loaded, crashes, tried = [], [], 0
+    for k, (source, key, bad) in enumerate(shipped_option_mutations()):
+        data = yaml.safe_load(source.read_text())
+        node = data
+        for part in key[:-1]:
+            node = node[part]
+        node[key[-1]] = bad
+        path = tmp_path / f"{source.stem}-{k:05d}.yaml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+        dotted = ".".join(map(str, key))
+        tried += 1
+        try:
+            load_recipe(path)
+            loaded.append(f"{source.name}: {dotted}={bad!r} loaded")
+        except GestaltError as e:
+            message = str(e)
+            if "\n" in message or not message.startswith(f"{path}:") or f": {dotted}" not in message:
+                crashes.append(f"{source.name}: {dotted}={bad!r}: {message[:200]!r}")
+        except Exception as e:  # noqa: BLE001
+            crashes.append(f"{source.name}: {dotted}={bad!r}: {type(e).__name__}: {str(e)[:200]}")
+    print(f"\n{tried} option mutations: {len(loaded)} loaded, {len(crashes)} not one line naming the key")
+    assert tried > 150
+    assert not loaded, "\n".join(loaded[:30]) + f"\n({len(loaded)} in all)"
+    assert not crashes, "\n".join(crashes[:30]) + f"\n({len(crashes)} in all)"

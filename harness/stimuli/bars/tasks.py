@@ -17,7 +17,6 @@ unchanged. Prompt models answer in percent (the prompt asks for 0-100); the scor
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -40,6 +39,7 @@ from .grape import (
 from .haehn import sample_haehn_splits
 from .humans import human_references
 from .render import ChartImage
+from ...options import PathOption
 from ..registry import TaskOptions
 
 VERSION = "2"  # 2: renderer 2 (GRAPE's fonts and text origins), levels option
@@ -106,12 +106,13 @@ class GrapeOptions(TaskOptions):
     n_train: int = Field(5000, ge=0, le=MAX_ITEMS)
     n_val: int = Field(1000, ge=0, le=MAX_ITEMS)
     n_test: int = Field(1000, ge=1, le=MAX_ITEMS)
-    ood: Any = "all"  # "all", "none", a list of parameters or {parameter: [levels]}
+    # "all", "none", a list of parameters or {parameter: [levels]}
+    ood: Literal["all", "none"] | None | list[str] | dict[str, list[Any] | None] = "all"
     n_ood: int = Field(100, ge=0, le=MAX_ITEMS)
     augment: str | None = None
     mask: bool = False
     levels: Literal["config", "paper"] = "config"
-    authors_test: Path | None = None  # a test set rendered by the authors' generator
+    authors_test: PathOption | None = None  # a test set rendered by the authors' generator
 
 
 def build_grape(sources: Sources, seed: int = 0, *, chart_type: int = 1, n_train: int = 5000,
