@@ -93,6 +93,26 @@ class Models:
             print(adapter_class(spec.source)(spec).fetch())
 
 
+def _summary(recipe: Any, finished: list[Any]) -> str | None:
+    """The page of the experiment's summary run, drawn again only where the runs it was drawn
+    from changed (a no-op rerun reads its fingerprint from the store and imports no report)."""
+    from .tracking.batteries import answer_fingerprint, drawn_summary
+    from .tracking.store import tracking_uri
+
+    uri = tracking_uri(recipe.tracking.uri)
+    fingerprint = answer_fingerprint([(r.model_id, r.run_id, r.records_digest) for r in finished])
+    url = drawn_summary(uri, recipe.tracking.experiment, fingerprint)
+    if url is not None:
+        return url
+    print("summary: drawing the experiment's summary run (matrix with rank groups) ...", file=sys.stderr,
+          flush=True)
+    from .reports.report import experiment_summary
+
+    summary = experiment_summary(uri, recipe.tracking.experiment, [r.run_id for r in finished],
+                                 {r.model_id: r.items for r in finished})
+    return None if summary is None else summary.url
+
+
 class CLI:
     """gestalt: does a vision model see like a person? Run recipes, inspect tasks, data and scores."""
 
@@ -154,14 +174,9 @@ class CLI:
             print("\n".join(where_lines(recipe, results)))
             finished = [r for r in results if not r.failed]
             if recipe.tracking.enabled and finished:  # the answer in MLflow: the experiment's summary run
-                from .reports.report import experiment_summary
-                from .tracking.store import tracking_uri
-
-                summary = experiment_summary(tracking_uri(recipe.tracking.uri), recipe.tracking.experiment,
-                                             [r.run_id for r in finished], {r.model_id: r.items for r in finished},
-                                             recipe.bootstrap)
-                if summary is not None:
-                    print(f"summary  {summary.url} (matrix with rank groups, dissociation figure)")
+                url = _summary(recipe, finished)
+                if url is not None:
+                    print(f"summary  {url} (matrix with rank groups, dissociation figure)")
         failed = [f"{r.model_id}: {r.failed}" for r in results if r.failed]
         if failed:
             print(f"gestalt: error: run(s) marked FAILED: {'; '.join(failed)}", file=sys.stderr)

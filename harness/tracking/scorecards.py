@@ -43,6 +43,7 @@ from urllib.parse import quote
 
 from ..errors import GestaltError
 from ..scores.bootstrap import interval_methods
+from ..scores.ranking import number
 from ..scores.record import Score
 from ..scores.tasks import family_of
 from .metrics import HEADLINE_SUFFIXES
@@ -123,7 +124,8 @@ def _scores(entry: dict[str, Any]) -> list[Score]:
 
 
 def _number(v: float | None, decimals: int) -> str:
-    return "" if v is None or not math.isfinite(v) else f"{v:.{decimals}f}"
+    """A cell by the one rounding rule of every surface; empty where there is no value."""
+    return "" if v is None or not math.isfinite(v) else number(v, decimals)
 
 
 def scorecard_markdown(model: str, run_id: str, intervals: dict[str, Any]) -> str:
