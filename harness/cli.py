@@ -127,7 +127,18 @@ class CLI:
         records, figures and report are. Override any key with --section.key=value; --dry-run prints
         the plan, then every missing prerequisite (exit 2 if a model cannot run yet); --new-run logs
         a new MLflow run even when the battery's run is up to date; --shard=I/N runs only job I's
-        share of the models (0 <= I < N; whole batteries, round-robin)."""
+        share of the models (0 <= I < N; whole batteries, round-robin).
+
+        Example: gestalt recipe recipes/quick.yaml --tasks=closure.nat.silhouette --output_dir=out --dry-run
+
+        Keys most often overridden:
+          --tasks=TASK or --tasks=[TASK,TASK]   the tasks (ids or batteries; `gestalt tasks` lists them)
+          --output_dir=DIR                      records and the report's default folder
+          --data.mirror=DIR                     a folder holding the source releases (as $GESTALT_MIRROR)
+          --tracking.uri=URI                    the MLflow store (default ./mlflow.db)
+          --tracking.experiment=NAME            the MLflow experiment
+          --runtime.device=cpu|cuda|auto        where the models run
+          --seed=N  --bootstrap.n_boot=N        stimulus seed; bootstrap draws per interval"""
         from .recipes import load_recipe
         from .run import parse_shard
 
@@ -367,7 +378,7 @@ def _closest(word: str, options: list[str] | set[str], prefix: str = "") -> str:
 
 def _check_flag(name: str, accepted: set[str], command: str) -> None:
     if name not in accepted:
-        flags = {a.replace("_", "-") for a in accepted}
+        flags = {a.replace("_", "-") for a in accepted} | {"help"}
         raise UsageError(f"{command}: unknown flag --{name.replace('_', '-')}"
                          + _closest(name.replace("_", "-"), flags, "--"))
 
@@ -488,7 +499,7 @@ def check_command_line(cli: object, argv: list[str]) -> str | None:
         if name not in commands:
             where = " ".join(path) + ": " if path else ""
             raise UsageError(f"{where}unknown command {word!r}"
-                             + _closest(word, [c.replace("_", "-") for c in commands]))
+                             + _closest(word, [c.replace("_", "-") for c in commands] + ["--help"]))
         path.append(word)
         target = commands[name]
         if callable(target):

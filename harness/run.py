@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .version import __version__
-from .errors import DiskUnavailable, GestaltError, ProcessLost, TrackingUnavailable
+from .errors import DiskUnavailable, GestaltError, ProcessLost, TrackingUnavailable, unwritable_folder
 from .models.api_costs import USAGE_METRICS, Budget, BudgetReached, Price, battery_usage, price_of, task_usage
 from .models.base import CAPABILITIES, ModelAdapter, ModelError, ModelSpec, fingerprint_hash
 from .models.device import cpu_heap_wanted, long_lived_frozen
@@ -210,22 +210,22 @@ def preflight(recipe: Recipe, *, list_missing: bool = False
     cpu_heap_wanted()  # a typo in $GESTALT_CPU_HEAP stops the run here, not at its first trial
     check_weights(recipe)
     planned = plan(recipe)
+    for p in planned:  # before any stimulus is built: a misspelt model name stops the run at once
+        try:
+            p.adapter.check()  # resolves the name (and offline weights) without loading them
+        except ModelError as e:
+            p.missing = str(e)
+    missing = [p.missing for p in planned if p.missing]
+    if missing and not list_missing:
+        raise ModelError("; ".join(missing))
     sources = Sources(root=recipe.data.root, mirror=recipe.data.mirror)
     stimsets = build_stimsets(recipe, sources, expand(recipe.tasks))
     prime_hashes(stimsets.values())  # a rerun reads them: no stimulus drawn or PNG-encoded again
     build_readouts(recipe, planned, stimsets)
     for p in planned:
-        try:
-            p.adapter.check()  # resolves the name (and offline weights) without loading them
-        except ModelError as e:
-            p.missing = str(e)
-            continue
-        for task_id, readout in p.readouts.items():  # settings the model cannot take:
+        for task_id, readout in ([] if p.missing else p.readouts.items()):  # settings the model cannot take:
             if dropped := readout.preflight(p.adapter):  # refused, or dropped and logged
                 p.settings_dropped[task_id] = dropped
-    missing = [p.missing for p in planned if p.missing]
-    if missing and not list_missing:
-        raise ModelError("; ".join(missing))
     return planned, stimsets, sources
 
 
@@ -424,6 +424,11 @@ def run_recipe(recipe: Recipe, *, echo: Callable[[str], None] = print,
 
 def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
                 shard: tuple[int, int] | None) -> list[BatteryResult]:
+    try:  # before any trial: a folder that cannot be made is the recipe's, not a traceback
+        recipe.out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise RecipeError(f"{recipe.where('output_dir')}: output_dir: {unwritable_folder(recipe.out_dir, e)}; "
+                          f"choose another with --output_dir=DIR") from None
     if recipe.tracking.enabled:
         check_tracking_server(recipe.tracking.uri)
     planned, stimsets, _ = preflight(recipe)

@@ -6,6 +6,7 @@ imports no report."""
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -128,3 +129,16 @@ def test_a_noop_rerun_draws_no_summary_and_imports_no_report(answered):
     # runs drawn from anything else: drawn again
     assert drawn_summary(answered.uri, "answer", "0" * 64) is None
     assert drawn_summary(answered.uri, "answer", answered.summaries[0]["fingerprint"]) is not None
+
+
+def test_registering_the_summary_run_suggests_a_battery_run_that_registers(answered):
+    summary = answered.runs[0].info.run_id
+    refused = subprocess.run([sys.executable, "-m", "harness.cli", "register", summary, "--uri", answered.uri],
+                             capture_output=True, text=True, env=answered.env, cwd=REPO, timeout=600)
+    assert refused.returncode == 2, refused.stderr
+    err = refused.stderr.strip()
+    assert f"run {summary} is the experiment's summary run, not a model's battery run" in err, err
+    assert "(status FINISHED)" not in err
+    suggested = shlex.split(re.search(r"`gestalt (register [^`]+)`", err).group(1))
+    done = cli(*suggested, "--uri", answered.uri, env=answered.env)
+    assert "gestalt-scorecard-" in done.stdout

@@ -45,13 +45,13 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from ..errors import GestaltError
+from ..errors import GestaltError, unwritable_folder
 from ..scores.agreement import null_bracket
 from ..scores.bootstrap import interval_methods
 from ..scores.record import Score
 from ..scores.ranking import ItemValues, number, position, rank_task, value_interval
 from ..scores.tasks import Bootstrap, family_of
-from ..tracking.batteries import RECORDS_DIGEST, answer_fingerprint
+from ..tracking.batteries import RECORDS_DIGEST, answer_fingerprint, not_a_battery
 from ..tracking.store import ui_base
 from ..tracking.scorecards import quiet_downloads
 from . import figures as F
@@ -141,9 +141,8 @@ def load_runs(tracking_uri: str, experiment: str, run_ids: list[str] | None = No
                 run = client.get_run(str(rid))
             except MlflowException as e:
                 raise ReportError(f"run {rid}: not found at {tracking_uri} ({e.message})") from None
-            if run.info.status != "FINISHED" or "gestalt.model" not in run.data.tags:
-                raise ReportError(f"run {rid}: not a FINISHED gestalt battery run "
-                                  f"(status {run.info.status})")
+            if (why := not_a_battery(client, run, "report")) is not None:
+                raise ReportError(why)
             runs.append(run)
     else:
         exp = client.get_experiment_by_name(experiment)
@@ -738,7 +737,10 @@ def build_report(tracking_uri: str, experiment: str, out_dir: str | Path,
     tasks = task_order(runs)
     runs = ordered_models(runs, tasks)
     out = Path(out_dir)
-    (out / "scorecards").mkdir(parents=True, exist_ok=True)
+    try:
+        (out / "scorecards").mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ReportError(f"--out {unwritable_folder(out, e)}; choose another with --out DIR") from None
     written: dict[str, Path] = {}
 
     def put(name: str, data: bytes | str) -> None:

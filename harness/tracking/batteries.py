@@ -212,6 +212,22 @@ def drawn_summary(uri: str, experiment: str, fingerprint: str) -> str | None:
     return summary_url(uri, str(found[0]), found[1])
 
 
+def not_a_battery(client: Any, run: Any, command: str) -> str | None:
+    """Why ``run`` is not a FINISHED model battery run (for ``gestalt <command>``), naming the run
+    to pass instead; None where it is one."""
+    rid, tags, status = run.info.run_id, run.data.tags, run.info.status
+    if "gestalt.model" in tags:
+        return None if status == "FINISHED" else (
+            f"run {rid} of {tags['gestalt.model']} is {status}, not FINISHED: rerun its recipe to finish it")
+    what = "the experiment's summary run" if tags.get(SUMMARY_TAG) == "true" else "not a gestalt battery run"
+    found = client.search_runs([run.info.experiment_id], "attributes.status = 'FINISHED'", max_results=50,
+                               order_by=["attributes.start_time DESC"])
+    models = {r.data.tags["gestalt.model"]: r.info.run_id for r in reversed(found) if "gestalt.model" in r.data.tags}
+    hint = (f": pass a model's battery run, e.g. `gestalt {command} {next(iter(models.values()))}` "
+            f"({', '.join(f'{m} {r}' for m, r in models.items())})") if models else ""
+    return f"run {rid} is {what}, not a model's battery run{hint}"
+
+
 def logged_intervals(run_id: str) -> dict[str, Any]:
     """intervals.json of a finished run (the scores an up-to-date rerun reports), read in place
     from a local store (MLflow's download would draw a progress bar)."""
