@@ -63,7 +63,8 @@ def test_a_misspelt_timm_name_gets_the_closest_one_before_any_stimulus(tmp_path,
 
     path = recipe_text(tmp_path, BASE.replace("name: test_vit, weights: random", "name: mobilenetv2_1000"))
     monkeypatch.setattr(run, "build_stimsets", lambda *a: pytest.fail("stimuli built before the model name"))
-    with pytest.raises(ModelError, match=r"timm has no architecture 'mobilenetv2_1000'; did you mean mobilenetv2_100\?"):
+    wanted = r"timm has no architecture 'mobilenetv2_1000'; did you mean mobilenetv2_100\?"
+    with pytest.raises(ModelError, match=wanted):
         run.preflight(load_recipe(path))
 
 

@@ -97,7 +97,7 @@ def test_every_surface_shows_the_terminals_groups_and_digits(answered):
         assert "overlapping" not in stored["method"]
     index = (answered.tmp / "report" / "index.html").read_text()
     assert "overlapping" not in index and "paired bootstrap" in index
-    for task, letters, model, shown in rows:
+    for _task, letters, model, shown in rows:
         assert f"<td>{letters}</td><td>{model}</td><td>{shown}</td>" in index
         value, ci = shown.split(" ", 1)
         assert f"| {value} {ci} |" in (answered.tmp / "report" / "scores.md").read_text()

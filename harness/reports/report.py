@@ -671,7 +671,8 @@ def scorecard_html(run: BatteryRunData, rows: list[dict[str, Any]], humans: list
             nulls.append([t, _fmt(v), _fmt(int(n)) if n is not None else "", ""])
     mine = [r for r in rows if r["model"] == run.model and not r["note"]]
     bracket = any_nulls(mine)
-    score_table = [[r["task"], r["score"], _fmt(r["value"], _decimals(r)), _ci(r), _fmt(r["floor"], _decimals(r)), _fmt(r["ceiling"], _decimals(r)),
+    score_table = [[r["task"], r["score"], _fmt(r["value"], _decimals(r)), _ci(r), _fmt(r["floor"], _decimals(r)),
+                    _fmt(r["ceiling"], _decimals(r)),
                     _fmt(r["n"]), _fmt(r["nulls"]), *([_bracket(r)] if bracket else [])] for r in mine]
     human_table = [[h["task"], h["score"], _fmt(h["value"]),
                     "" if h["ci_low"] is None else f"[{_fmt(h['ci_low'])}, {_fmt(h['ci_high'])}]",
