@@ -210,22 +210,22 @@ def preflight(recipe: Recipe, *, list_missing: bool = False
     cpu_heap_wanted()  # a typo in $GESTALT_CPU_HEAP stops the run here, not at its first trial
     check_weights(recipe)
     planned = plan(recipe)
-    for p in planned:  # before any stimulus is built: a misspelt model name stops the run at once
-        try:
-            p.adapter.check()  # resolves the name (and offline weights) without loading them
-        except ModelError as e:
-            p.missing = str(e)
-    missing = [p.missing for p in planned if p.missing]
-    if missing and not list_missing:
-        raise ModelError("; ".join(missing))
     sources = Sources(root=recipe.data.root, mirror=recipe.data.mirror)
     stimsets = build_stimsets(recipe, sources, expand(recipe.tasks))
     prime_hashes(stimsets.values())  # a rerun reads them: no stimulus drawn or PNG-encoded again
     build_readouts(recipe, planned, stimsets)
     for p in planned:
-        for task_id, readout in ([] if p.missing else p.readouts.items()):  # settings the model cannot take:
+        try:
+            p.adapter.check()  # resolves the name (and offline weights) without loading them
+        except ModelError as e:
+            p.missing = str(e)
+            continue
+        for task_id, readout in p.readouts.items():  # settings the model cannot take:
             if dropped := readout.preflight(p.adapter):  # refused, or dropped and logged
                 p.settings_dropped[task_id] = dropped
+    missing = [p.missing for p in planned if p.missing]
+    if missing and not list_missing:
+        raise ModelError("; ".join(missing))
     return planned, stimsets, sources
 
 
