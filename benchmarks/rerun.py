@@ -2,17 +2,22 @@
 
 Each is a fresh ``gestalt recipe`` process (imports included, as a user runs it) on one output
 folder, MLflow store and memo (``$GESTALT_CACHE``) under a temporary folder: first run (every
-trial computed, MLflow runs, figures), rerun (every trial cached: ``up to date``), dry run (the
-plan with cached / pending trials per model and task). Prints the three wall times and the
-rerun's and dry run's share of the first run.
+trial computed, MLflow runs, figures, the experiment's summary run), no-op rerun (every trial
+cached: ``up to date``, the summary run's fingerprint unchanged: nothing drawn), dry run (the
+plan with cached / pending trials per model and task). Prints the three wall times side by side
+with the no-op rerun's and dry run's ratio to the first run, and with ``--csv FILE`` appends
+them, with the date and the machine, to FILE.
 
 Usage: ``GESTALT_MIRROR=../shared/sources .venv/bin/python benchmarks/rerun.py [recipes/quick.yaml]
-[--keep DIR] [--reruns 3]`` (the rerun and dry-run times are the medians of --reruns runs).
+[--keep DIR] [--reruns 3] [--csv benchmarks/results/rerun.csv]`` (the rerun and dry-run times are
+the medians of --reruns runs).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import datetime
 import os
 import statistics
 import subprocess
@@ -24,6 +29,12 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.overhead import machine  # noqa: E402
+
+COLUMNS = ("date", "machine", "recipe", "reruns", "first_s", "noop_rerun_s", "noop_over_first", "dry_run_s",
+           "dry_over_first")
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
@@ -40,6 +51,7 @@ def main() -> None:
     ap.add_argument("recipe", nargs="?", default=str(REPO / "recipes" / "quick.yaml"))
     ap.add_argument("--keep", help="work folder to use and keep (default: a temporary one)")
     ap.add_argument("--reruns", type=int, default=3)
+    ap.add_argument("--csv", type=Path, help="append the result to this CSV file")
     args = ap.parse_args()
     work = Path(args.keep or tempfile.mkdtemp(prefix="gestalt-rerun-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -63,9 +75,20 @@ def main() -> None:
     assert "0 new trials, 0 model calls" in out, out[-2000:]
     print("\n".join(line for line in plan.splitlines() if "trials cached" in line))
     print(f"recipe {Path(args.recipe).name} (work folder {work})")
-    print(f"first run  {first:8.2f} s")
-    print(f"rerun      {rerun:8.2f} s  ({100 * rerun / first:.1f}% of the first run; runs {reruns_fmt(reruns)})")
-    print(f"dry run    {dry:8.2f} s  ({100 * dry / first:.1f}% of the first run; runs {reruns_fmt(dries)})")
+    print(f"{'':12}{'seconds':>8}  {'/ first run':>11}  runs")
+    print(f"{'first run':12}{first:8.2f}  {1:11.3f}")
+    print(f"{'no-op rerun':12}{rerun:8.2f}  {rerun / first:11.3f}  {reruns_fmt(reruns)}")
+    print(f"{'dry run':12}{dry:8.2f}  {dry / first:11.3f}  {reruns_fmt(dries)}")
+    if args.csv:
+        new = not args.csv.exists()
+        args.csv.parent.mkdir(parents=True, exist_ok=True)
+        with args.csv.open("a", newline="") as f:
+            out = csv.writer(f)
+            if new:
+                out.writerow(COLUMNS)
+            out.writerow([datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), machine(),
+                          Path(args.recipe).name, len(reruns), f"{first:.2f}", f"{rerun:.3f}",
+                          f"{rerun / first:.4f}", f"{dry:.3f}", f"{dry / first:.4f}"])
 
 
 def reruns_fmt(times: list[float]) -> str:

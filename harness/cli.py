@@ -93,6 +93,26 @@ class Models:
             print(adapter_class(spec.source)(spec).fetch())
 
 
+def _summary(recipe: Any, finished: list[Any]) -> str | None:
+    """The page of the experiment's summary run, drawn again only where the runs it was drawn
+    from changed (a no-op rerun reads its fingerprint from the store and imports no report)."""
+    from .tracking.batteries import answer_fingerprint, drawn_summary
+    from .tracking.store import tracking_uri
+
+    uri = tracking_uri(recipe.tracking.uri)
+    fingerprint = answer_fingerprint([(r.model_id, r.run_id, r.records_digest) for r in finished])
+    url = drawn_summary(uri, recipe.tracking.experiment, fingerprint)
+    if url is not None:
+        return url
+    print("summary: drawing the experiment's summary run (matrix with rank groups) ...", file=sys.stderr,
+          flush=True)
+    from .reports.report import experiment_summary
+
+    summary = experiment_summary(uri, recipe.tracking.experiment, [r.run_id for r in finished],
+                                 {r.model_id: r.items for r in finished})
+    return None if summary is None else summary.url
+
+
 class CLI:
     """gestalt: does a vision model see like a person? Run recipes, inspect tasks, data and scores."""
 
@@ -112,7 +132,18 @@ class CLI:
         prints the plan, then every missing prerequisite, and exits as the run would; --new-run logs
         a new MLflow run even when the battery's run is up to date; --rescore scores records changed
         since their battery's run finished as they are now (refused otherwise); --shard=I/N runs only job I's
-        share of the models (0 <= I < N; whole batteries, round-robin)."""
+        share of the models (0 <= I < N; whole batteries, round-robin).
+
+        Example: gestalt recipe recipes/quick.yaml --tasks=closure.nat.silhouette --output_dir=out --dry-run
+
+        Keys most often overridden:
+          --tasks=TASK or --tasks=[TASK,TASK]   the tasks (ids or batteries; `gestalt tasks` lists them)
+          --output_dir=DIR                      records and the report's default folder
+          --data.mirror=DIR                     a folder holding the source releases (as $GESTALT_MIRROR)
+          --tracking.uri=URI                    the MLflow store (default ./mlflow.db)
+          --tracking.experiment=NAME            the MLflow experiment
+          --runtime.device=cpu|cuda|auto        where the models run
+          --seed=N  --bootstrap.n_boot=N        stimulus seed; bootstrap draws per interval"""
         from .recipes import load_recipe
         from .run import incomplete_line, parse_shard, select
 
@@ -162,16 +193,12 @@ class CLI:
             print("\n".join(where_lines(recipe, results)))
             finished = [r for r in results if not r.failed and not r.left_out]
             if recipe.tracking.enabled and finished:  # the answer in MLflow: the experiment's summary run
-                from .reports.report import experiment_summary
                 from .run import disk_faults
-                from .tracking.store import tracking_uri
 
                 with disk_faults(recipe):
-                    summary = experiment_summary(tracking_uri(recipe.tracking.uri), recipe.tracking.experiment,
-                                                 [r.run_id for r in finished],
-                                                 {r.model_id: r.items for r in finished}, recipe.bootstrap)
-                if summary is not None:
-                    print(f"summary  {summary.url} (matrix with rank groups, dissociation figure)")
+                    url = _summary(recipe, finished)
+                if url is not None:
+                    print(f"summary  {url} (matrix with rank groups, dissociation figure)")
         failed = [f"{r.model_id}: {r.failed}" for r in results if r.failed]
         if failed:
             print(f"gestalt: error: run(s) marked FAILED: {'; '.join(failed)}", file=sys.stderr)
@@ -365,7 +392,7 @@ def _closest(word: str, options: list[str] | set[str], prefix: str = "") -> str:
 
 def _check_flag(name: str, accepted: set[str], command: str) -> None:
     if name not in accepted:
-        flags = {a.replace("_", "-") for a in accepted}
+        flags = {a.replace("_", "-") for a in accepted} | {"help"}
         raise UsageError(f"{command}: unknown flag --{name.replace('_', '-')}"
                          + _closest(name.replace("_", "-"), flags, "--"))
 
@@ -486,7 +513,7 @@ def check_command_line(cli: object, argv: list[str]) -> str | None:
         if name not in commands:
             where = " ".join(path) + ": " if path else ""
             raise UsageError(f"{where}unknown command {word!r}"
-                             + _closest(word, [c.replace("_", "-") for c in commands]))
+                             + _closest(word, [c.replace("_", "-") for c in commands] + ["--help"]))
         path.append(word)
         target = commands[name]
         if callable(target):

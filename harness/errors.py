@@ -73,3 +73,24 @@ def disk_unavailable(e: BaseException, folder: str) -> DiskUnavailable | None:
     if code == "EROFS":
         return DiskUnavailable(f"{where} is read-only: records so far are kept; make it writable and run again")
     return DiskUnavailable(f"no space left on {where}: records so far are kept; free space and run again")
+
+
+def unwritable_folder(path: object, e: OSError) -> str:
+    """Why folder ``path`` cannot be made or written, in words: the ancestor that is a file, or
+    the system's reason (a read-only or virtual file system such as /proc, no permission)."""
+    from pathlib import Path
+
+    for parent in [Path(str(path)), *Path(str(path)).parents]:
+        if parent.exists():
+            if not parent.is_dir():
+                return f"{path}: cannot be a folder: {parent} is a file"
+            break
+    return f"{path}: cannot be made or written ({e.strerror or e})"
+
+
+def plain(message: str) -> str:
+    """A pydantic error message without its type's prefix ("Value error, ..."), which names
+    Python's exception rather than what is wrong."""
+    for prefix in ("Value error, ", "Assertion failed, "):
+        message = message.removeprefix(prefix)
+    return message

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .errors import GestaltError
+from .errors import GestaltError, plain
 from .recipes import Recipe, RecipeError, _check_task_options
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def make_recipe(models: Sequence[ModelLike], tasks: Sequence[str], **recipe_keys
     except ValidationError as e:
         err = e.errors()[0]
         key = ".".join(str(p) for p in err["loc"]) or "(recipe)"
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        msg = "unknown key" if err["type"] == "extra_forbidden" else plain(err["msg"])
         raise RecipeError(f"evaluate: {key}: {msg}") from None
     _check_task_options(recipe, {}, "evaluate", list(tasks))
     if recipe.runtime.processes != 1:

@@ -27,7 +27,7 @@ import yaml
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, Strict, ValidationError, field_validator,
                       model_validator)
 
-from .errors import GestaltError
+from .errors import GestaltError, plain
 from .models.base import DType, ModelSpec, Precision
 from .scores.tasks import Bootstrap
 
@@ -272,6 +272,26 @@ def _scan(root: yaml.Node, file: str) -> dict[tuple, str]:
     return out
 
 
+# PyYAML's problem (its words) -> what it means in a recipe and how to fix it
+YAML_WORDS = (
+    ("mapping values are not allowed", "a second ': ' on the line (quote a value that holds ': ') "
+                                       "or a key indented under a value"),
+    ("could not find expected ':'", "a line that is neither 'key: value' nor '- item' (a ':' missing, or "
+                                    "a line indented under a value)"),
+    ("did not find expected key", "a line that does not line up with the keys above it (check its indentation)"),
+    ("did not find expected '-' indicator", "a line that does not line up with the list items above it "
+                                            "(check its indentation)"),
+    ("found character '\\t'", "a tab: indent with spaces"),
+    ("that cannot start any token", "a value starting with a character YAML reserves ('@', '`'): quote it"),
+    ("expected <block end>", "a line that does not line up with the lines above it (check its indentation)"),
+    ("found unexpected end of stream", "a quote opened and never closed"),
+    ("expected ',' or ']'", "a '[' list not closed by ']' (or a ',' missing between its items)"),
+    ("expected ',' or '}'", "a '{' mapping not closed by '}' (or a ',' missing between its items)"),
+    ("found duplicate anchor", "an anchor ('&name') defined twice"),
+    ("found undefined alias", "an alias ('*name') with no anchor '&name' before it"),
+)
+
+
 def _parse(text: str, file: str) -> tuple[Any, dict[tuple, str]]:
     """The value of one YAML document and its line map; any failure is one RecipeError line."""
     loader = None
@@ -286,9 +306,10 @@ def _parse(text: str, file: str) -> tuple[Any, dict[tuple, str]]:
         raise RecipeError(f"{file}: nested too deeply (over {MAX_DEPTH} levels)") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        where = f"{file}:{mark.line + 1}" if mark else file
-        problem = getattr(e, "problem", None) or e
-        raise RecipeError(f"{where}: not valid YAML ({' '.join(str(problem).split())})") from None
+        where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else file
+        problem = " ".join(str(getattr(e, "problem", None) or e).split())
+        words = next((w for p, w in YAML_WORDS if p in problem), problem)
+        raise RecipeError(f"{where}: not valid YAML: {words}") from None
     finally:
         if loader is not None:
             loader.dispose()
@@ -415,7 +436,7 @@ def _validation_message(e: ValidationError, lines: dict, fallback: str, prefix: 
     loc = prefix + tuple(err["loc"])
     where = next((lines[loc[:i]] for i in range(len(loc), 0, -1) if loc[:i] in lines), fallback)
     key = ".".join(str(p) for p in loc) or "(recipe)"
-    msg = err["msg"]
+    msg = plain(err["msg"])
     if err["type"] == "extra_forbidden":
         msg = "unknown key" + did_you_mean(str(err["loc"][-1]), _keys_at(model or Recipe, tuple(err["loc"][:-1])))
     more = f" (+{e.error_count() - 1} more errors)" if e.error_count() > 1 else ""
@@ -539,6 +560,8 @@ def load_recipe(path: str | Path, overrides: dict[str, Any] | None = None) -> Re
             raise RecipeError(f"override {dotted}: empty value (write {dotted}=null to reset it to its default)")
         if isinstance(value, str):
             value, _ = _parse(value, f"override {dotted}")
+        if dotted.rsplit(".", 1)[-1] == "tasks" and isinstance(value, str):  # --tasks=x: a list of one
+            value = [value]
         try:
             keys = _override_keys(data, dotted)
             _set_path(data, keys, value)

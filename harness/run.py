@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .version import __version__
-from .errors import DiskUnavailable, GestaltError, ProcessLost, TrackingUnavailable, disk_unavailable
+from .errors import DiskUnavailable, GestaltError, ProcessLost, TrackingUnavailable, disk_unavailable, unwritable_folder
 from .models.api_costs import (USAGE_METRICS, Budget, BudgetReached, Price, battery_usage, cost_usd,
                                estimate_input_tokens, price_of, spend, task_usage)
 from .models.base import CAPABILITIES, ModelAdapter, ModelError, ModelSpec, NotReady, fingerprint_hash
@@ -34,7 +34,16 @@ from .readouts.base import Readout, UnknownReadoutOption
 from .readouts.parse import failed_call
 from .readouts.registry import get_readout
 from .recipes import Recipe, RecipeError, did_you_mean
-from .scores.ranking import ItemValues, TaskRanking, bounding_ceiling, position, primary_items, rank_task
+from .scores.ranking import (
+    ItemValues,
+    TaskRanking,
+    bounding_ceiling,
+    number,
+    position,
+    primary_items,
+    rank_task,
+    value_interval,
+)
 from .scores.record import Score
 from .scores.tasks import Bootstrap, get_family
 from .sources import Sources
@@ -96,6 +105,7 @@ class BatteryResult:
     model_calls: int = 0
     new_trials: int = 0
     up_to_date: bool = False  # nothing changed since run_id finished: no run made, nothing computed
+    records_digest: str = ""  # of the record files its finished run holds (the summary's fingerprint)
     failed: str | None = None  # why the battery's run ended FAILED (every trial null, or failed calls left)
     failed_calls: int = 0  # trials whose call failed: a rerun sends them again, the scores wait for them
     left_out: str | None = None  # why the model was not run (it cannot run here yet), with its fix
@@ -561,6 +571,11 @@ def run_recipe(recipe: Recipe, *, echo: Callable[[str], None] = print, new_run: 
 def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
                 shard: tuple[int, int] | None, leave_out: bool = False, rescore: bool = False
                 ) -> list[BatteryResult]:
+    try:  # before any trial: a folder that cannot be made is the recipe's, not a traceback
+        recipe.out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise RecipeError(f"{recipe.where('output_dir')}: output_dir: {unwritable_folder(recipe.out_dir, e)}; "
+                          f"choose another with --output_dir=DIR") from None
     if recipe.tracking.enabled:
         check_tracking_server(recipe.tracking.uri)
     planned_all = preflight(recipe, list_missing=leave_out)
@@ -659,6 +674,7 @@ def _with_items(result: BatteryResult, p: Planned, stimsets: dict[str, StimulusS
                 stores: dict[str, RecordStore]) -> BatteryResult:
     """An up-to-date battery's primary scores per stimulus, from the records its run scored (the
     live record files hold exactly those: their digest is the one the run logged)."""
+    result.records_digest = _records_digest(stores)
     for task, _ in p.tasks:
         if task.task_id in result.scores:
             records = stores[task.task_id].read()
@@ -739,7 +755,8 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
                     if run is not None:
                         run.fail(result.failed, provisional=bool(result.scores))
                 elif run is not None:
-                    run.finish(_records_digest(stores))
+                    result.records_digest = _records_digest(stores)
+                    run.finish(result.records_digest)
             return result
     except (KeyboardInterrupt, ProcessLost) as e:
         # the main process owns the MLflow run; another one's run id names the same run
@@ -820,6 +837,8 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
         intervals[task.task_id] = {"version": stimset.version, "readout": readout,
                                    "stimulus_set_sha256": stimset.sha256,
                                    "scores": [s.to_dict() for s in scores]}
+        if (items := result.items[task.task_id]) is not None:  # the report ranks paired from them
+            intervals[task.task_id]["primary_items"] = items.to_dict()
         if paid:  # the task's calls as the vendors counted them, and their cost at the table's prices
             intervals[task.task_id]["usage"] = task_usage(tr.records, *prices)
         if track:
@@ -896,10 +915,11 @@ def summary_table(results: list[BatteryResult]) -> str:
     for r in results:
         mark = " provisional" if r.failed else ""
         for task_id, scores in r.scores.items():
-            for s in get_family(get_task(task_id).scoring).headline_scores(scores):
-                ci = f" [{_num(s.ci_low)}, {_num(s.ci_high)}]" if s.ci_low is not None else ""
-                rows.append((r.model_id, task_id, s.name, _num(s.value) + ci + mark, _num(s.floor),
-                             _num(s.ceiling), f"{s.nulls}/{s.n + s.nulls}"))
+            family = get_family(get_task(task_id).scoring)
+            for s in family.headline_scores(scores):
+                d = family.decimals_of(s.name)
+                rows.append((r.model_id, task_id, s.name, value_interval(s, d) + mark, number(s.floor, d),
+                             number(s.ceiling, d), f"{s.nulls}/{s.n + s.nulls}"))
         for task_id in r.unavailable:
             rows.append((r.model_id, task_id, "unavailable", "", "", "", ""))
     header = ("model", "task", "score", "value [95% CI]", "floor", "ceiling", "nulls")
@@ -921,13 +941,8 @@ def human_reference_lines(results: list[BatteryResult]) -> list[str]:
             for s in scores:
                 key = f"{task_id}  {s.name}"
                 if s.name.startswith("human_") and key not in seen:
-                    ci = f" [{_num(s.ci_low)}, {_num(s.ci_high)}]" if s.ci_low is not None else ""
-                    seen[key] = f"{key}  {_num(s.value)}{ci}  {s.method.split(';')[0]}"
+                    seen[key] = f"{key}  {value_interval(s)}  {s.method.split(';')[0]}"
     return ["", "human references:", *seen.values()] if seen else []
-
-
-def _num(x: float | None) -> str:
-    return "-" if x is None else f"{x:.3f}"
 
 
 def answer_lines(results: list[BatteryResult], boot: Bootstrap) -> list[str]:
@@ -954,7 +969,7 @@ def answer_lines(results: list[BatteryResult], boot: Bootstrap) -> list[str]:
         entries = {r.model_id: (_primary(family.primary, r.scores[task_id]), r.items.get(task_id))
                    for r in scored}
         ranking = rank_task(entries, boot, family.primary[0])
-        lines += _ranking_lines(task_id, ranking)
+        lines += _ranking_lines(task_id, ranking, family.decimals_of(ranking.score_name))
         lines += provisional
         lines += [f"  -     {r.model_id}  unavailable" for r in results if task_id in r.unavailable]
     return lines
@@ -963,7 +978,7 @@ def answer_lines(results: list[BatteryResult], boot: Bootstrap) -> list[str]:
 def _provisional_line(r: BatteryResult, task_id: str, primary: tuple[str, ...]) -> str:
     """A FAILED battery's primary score, named provisional with what it waits for."""
     s = _primary(primary, r.scores[task_id]) if primary else None
-    shown = "" if s is None or s.value is None else f"{_num(s.value)} "
+    shown = "" if s is None or s.value is None else f"{number(s.value)} "
     why = (f"{r.failed_calls} failed calls left (a rerun sends them)" if r.failed_calls
            else f"run FAILED ({r.failed})")
     return f"  -     {r.model_id}  {shown}provisional: {why}"
@@ -976,21 +991,20 @@ def _primary(names: tuple[str, ...], scores: list[Score]) -> Score | None:
     return next(iter(with_value), next((by[n] for n in names if n in by), None))
 
 
-def _ranking_lines(task_id: str, ranking: TaskRanking) -> list[str]:
+def _ranking_lines(task_id: str, ranking: TaskRanking, decimals: int = 3) -> list[str]:
     first = ranking.ranked[0].score if ranking.ranked else None
-    anchors = "" if first is None else (f"; floor {_num(first.floor)}, " + (
-        "no ceiling (position against 1)" if first.ceiling is None else f"ceiling {_num(first.ceiling)}" + (
+    anchors = "" if first is None else (f"; floor {number(first.floor, decimals)}, " + (
+        "no ceiling (position against 1)" if first.ceiling is None else f"ceiling {number(first.ceiling, decimals)}" + (
             "" if bounding_ceiling(first) is not None else " (not a bound: position against 1)")))
     lines = [f"{task_id}  {ranking.score_name}{anchors}"]
     width = max(len(m) for m in [*(r.model_id for r in ranking.ranked), *(u[0] for u in ranking.unranked)])
     for r in ranking.ranked:
         s = r.score
-        ci = f"[{_num(s.ci_low)}, {_num(s.ci_high)}]" if s.ci_low is not None else ""
         nulls = f"  {s.nulls} of {s.n + s.nulls} null" if s.nulls else ""
-        lines.append(f"  {r.groups:<5} {r.model_id:<{width}}  {_num(s.value)} {ci:<14}  "
+        lines.append(f"  {r.groups:<5} {r.model_id:<{width}}  {value_interval(s, decimals):<{11 + 3 * decimals}}  "
                      f"{_position_text(position(s), '1' if bounding_ceiling(s) is None else 'ceiling')}{nulls}")
     for model, unranked, why in ranking.unranked:
-        shown = "" if unranked is None or unranked.value is None else f"{_num(unranked.value)} "
+        shown = "" if unranked is None or unranked.value is None else f"{value_interval(unranked, decimals)} "
         lines.append(f"  {'-':<5} {model:<{width}}  {shown}{why}")
     if ranking.method:
         lines.append(f"  groups: {ranking.method}")

@@ -30,9 +30,16 @@ def shipped_recipes() -> dict[str, Path]:
 def resolve_recipe(name: str) -> Path:
     """A path that exists wins; else a bare name (``full``, ``full.yaml``) names a shipped recipe.
 
-    A path with a folder part is returned as given: the loader's "recipe file not found" names it."""
+    A path with a folder part names a file: the closest recipe file in its folder is suggested
+    where there is one, else it is returned as given (the loader's "recipe file not found")."""
     path = Path(name)
-    if path.exists() or path.parent != Path("."):
+    if path.exists():
+        return path
+    if path.parent != Path("."):  # a misspelt file in a folder that exists: the closest recipe there
+        near = difflib.get_close_matches(path.name, sorted(p.name for p in path.parent.glob(f"*{SUFFIX}")),
+                                         n=1, cutoff=0.6) if path.parent.is_dir() else []
+        if near:
+            raise GestaltError(f"{name}: recipe file not found; did you mean {path.parent / near[0]}?")
         return path
     shipped = shipped_recipes()
     stem = name.removesuffix(SUFFIX)

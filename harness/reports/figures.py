@@ -21,8 +21,9 @@ import numpy as np  # noqa: E402
 
 from ..scores.agreement import _kappa  # noqa: E402
 from ..scores.capacity import FAIL_BELOW  # noqa: E402
-from ..scores.ranking import position  # noqa: E402
+from ..scores.ranking import interval, number, position  # noqa: E402
 from ..scores.record import Score  # noqa: E402
+from ..scores.tasks import family_of  # noqa: E402
 from .style import (MATRIX_CMAP, error_bars, fit_margins, label_margins, palette, set_margins,  # noqa: E402
                     text_color)
 
@@ -268,6 +269,7 @@ def agreement_matrix_figure(models: list[tuple[str, str]], tasks: list[tuple[str
     a letter are not told apart); ``groups_note`` says how the groups were formed, under the title.
     """
     unavailable, groups = unavailable or {}, groups or {}
+    decimals = {task: 3 if (f := family_of(task)) is None else f.decimals_of(name) for task, name in tasks}
     fig, ax = plt.subplots(figsize=(2.3 * len(tasks) + 3.2, 0.42 * len(models) + 2.2),
                            constrained_layout=True)
     frac = np.full((len(models), len(tasks)), np.nan)
@@ -286,17 +288,18 @@ def agreement_matrix_figure(models: list[tuple[str, str]], tasks: list[tuple[str
                 ax.text(j, i, "unavailable" if (model, task) in unavailable else "-",
                         ha="center", va="center", fontsize=7, color="0.4")
                 continue
-            ci = "" if s.ci_low is None else f"\n[{s.ci_low:.2f}, {s.ci_high:.2f}]"
+            d = decimals[task]
+            ci = "" if s.ci_low is None else f"\n{interval(s, d)}"
             shade = (1.0, 1.0, 1.0) if np.isnan(frac[i, j]) else im.cmap(im.norm(frac[i, j]))
             letters = f"  {groups[(model, task)]}" if groups.get((model, task)) else ""
-            ax.text(j, i, f"{s.value:.3f}{letters}{ci}", ha="center", va="center", fontsize=7,
+            ax.text(j, i, f"{number(s.value, d)}{letters}{ci}", ha="center", va="center", fontsize=7,
                     color=text_color(shade))
     head = []
     for task, name in tasks:
         s = next((cells[(m, task)] for m, _ in models if (m, task) in cells), None)
         anchors = "" if s is None else (
-            f"\nfloor {s.floor:.2f}" if s.floor is not None else "\nfloor -") + (
-            f", ceiling {s.ceiling:.2f}" if s is not None and s.ceiling is not None else "")
+            f"\nfloor {number(s.floor, decimals[task])}") + (
+            f", ceiling {number(s.ceiling, decimals[task])}" if s is not None and s.ceiling is not None else "")
         head.append(f"{task}\n{name}{anchors}")
     ax.set_xticks(range(len(tasks)), head, fontsize=7)
     ax.xaxis.tick_top()

@@ -45,19 +45,20 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from ..errors import GestaltError
+from ..errors import GestaltError, unwritable_folder
 from ..scores.agreement import null_bracket
 from ..scores.bootstrap import interval_methods
 from ..scores.record import Score
-from ..scores.ranking import ItemValues, position, rank_task
+from ..scores.ranking import ItemValues, number, position, rank_task, value_interval
 from ..scores.tasks import Bootstrap, family_of
+from ..tracking.batteries import RECORDS_DIGEST, answer_fingerprint, not_a_battery
 from ..tracking.store import ui_base
 from ..tracking.scorecards import quiet_downloads
 from . import figures as F
 from .style import DPI, family_colors
 from .bars_figures import generalization_matrix_figure, level_curves
 from .chart6_figures import chart6_report_figures
-from .summary import RUN_COLOR_TAG, ModelRun, Summary, log_summary
+from .summary import RUN_COLOR_TAG, Groups, ModelRun, Summary, log_summary
 from .shape_bias_figures import texture_vs_shape_report_figures
 
 # The paper's family order (supervised, self-supervised, contrastive V-L, open VLM, closed), with
@@ -87,6 +88,14 @@ class BatteryRunData:
     unavailable: dict[str, str]
     figures: dict[str, bytes] = field(default_factory=dict)  # logged figures/*.png
     experiment_id: str = ""
+    # task -> its primary score per stimulus as the battery logged it (the paired rank groups')
+    items: dict[str, ItemValues] = field(default_factory=dict)
+
+    def bootstrap(self) -> Bootstrap:
+        """The bootstrap the battery's recipe ranked with (its logged parameters)."""
+        p = self.params
+        return Bootstrap(n_boot=int(p.get("n_boot", Bootstrap().n_boot)),
+                         seed=int(p.get("bootstrap_seed", Bootstrap().seed)))
 
     def null_rate(self, task: str) -> float | None:
         """Trial-level null rate as logged; from the scores where the metric is absent."""
@@ -103,14 +112,18 @@ def score_from_dict(d: dict[str, Any], where: str) -> Score:
     return Score(**{k: v for k, v in d.items() if k in _SCORE_FIELDS})
 
 
-def parse_intervals(intervals: dict[str, Any], where: str) -> tuple[dict[str, list[Score]], dict[str, str]]:
-    scores, unavailable = {}, {}
+def parse_intervals(intervals: dict[str, Any], where: str
+                    ) -> tuple[dict[str, list[Score]], dict[str, str], dict[str, ItemValues]]:
+    """(scores, unavailable tasks, primary scores per stimulus) of a battery's intervals.json."""
+    scores, unavailable, items = {}, {}, {}
     for task, entry in intervals.items():
         if "unavailable" in entry:
             unavailable[task] = entry["unavailable"]
         else:
             scores[task] = [score_from_dict(d, f"{where} {task}") for d in entry.get("scores", [])]
-    return scores, unavailable
+            if "primary_items" in entry:
+                items[task] = ItemValues.from_dict(entry["primary_items"])
+    return scores, unavailable, items
 
 
 # -- reading runs ---------------------------------------------------------------------------------
@@ -128,9 +141,8 @@ def load_runs(tracking_uri: str, experiment: str, run_ids: list[str] | None = No
                 run = client.get_run(str(rid))
             except MlflowException as e:
                 raise ReportError(f"run {rid}: not found at {tracking_uri} ({e.message})") from None
-            if run.info.status != "FINISHED" or "gestalt.model" not in run.data.tags:
-                raise ReportError(f"run {rid}: not a FINISHED gestalt battery run "
-                                  f"(status {run.info.status})")
+            if (why := not_a_battery(client, run, "report")) is not None:
+                raise ReportError(why)
             runs.append(run)
     else:
         exp = client.get_experiment_by_name(experiment)
@@ -172,12 +184,13 @@ def _read_run(client, run) -> BatteryRunData:
         for art in client.list_artifacts(rid, "figures"):
             if art.path.endswith(".png"):
                 figs[Path(art.path).name] = Path(client.download_artifacts(rid, art.path, tmp)).read_bytes()
-    scores, unavailable = parse_intervals(intervals, where)
+    scores, unavailable, items = parse_intervals(intervals, where)
     return BatteryRunData(run_id=rid, model=tags["gestalt.model"],
                           family=tags.get("gestalt.family", "unknown"),
                           recipe=tags.get("gestalt.recipe", ""), params=dict(run.data.params),
                           tags=dict(tags), metrics=dict(run.data.metrics), scores=scores,
-                          unavailable=unavailable, figures=figs, experiment_id=run.info.experiment_id)
+                          unavailable=unavailable, figures=figs, experiment_id=run.info.experiment_id,
+                          items=items)
 
 
 # -- tables ---------------------------------------------------------------------------------------
@@ -279,15 +292,24 @@ def rank_correlations(values: dict[str, dict[str, float]], tasks: list[str]
 
 
 def _fmt(v: Any, digits: int = 3) -> str:
+    """A table cell: numbers by the one rounding rule (:func:`~harness.scores.ranking.number`),
+    nothing where there is no value."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
     if isinstance(v, float):
-        return f"{v:.{digits}f}"
+        return number(v, digits)
     return str(v)
 
 
 def _ci(row: dict[str, Any]) -> str:
-    return "" if row.get("ci_low") is None else f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]"
+    d = _decimals(row)
+    return "" if row.get("ci_low") is None else f"[{_fmt(row['ci_low'], d)}, {_fmt(row['ci_high'], d)}]"
+
+
+def _decimals(row: dict[str, Any]) -> int:
+    """The decimals of a row's score, its family's (:meth:`~harness.scores.tasks.Family.decimals_of`)."""
+    family = family_of(row["task"]) if row.get("task") else None
+    return 3 if family is None else family.decimals_of(row.get("score", ""))
 
 
 def _bracket(row: dict[str, Any]) -> str:
@@ -320,8 +342,8 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
             cells = [r["model"], r["family"], r["task"], "", r["note"].replace("|", "/"),
                      "", "", "", "", ""]
         else:
-            cells = [r["model"], r["family"], r["task"], r["score"], f"{_fmt(r['value'])} {_ci(r)}",
-                     _fmt(r["floor"]), _fmt(r["ceiling"]), _fmt(r["n"]), _fmt(r["nulls"]),
+            cells = [r["model"], r["family"], r["task"], r["score"], f"{_fmt(r['value'], _decimals(r))} {_ci(r)}",
+                     _fmt(r["floor"], _decimals(r)), _fmt(r["ceiling"], _decimals(r)), _fmt(r["n"]), _fmt(r["nulls"]),
                      _fmt(r["task_null_rate"])]
         cells += [_bracket(r) if not r["note"] else ""] if bracket else []
         lines.append("| " + " | ".join(cells) + " |")
@@ -444,65 +466,64 @@ def figure_caption(name: str, run: BatteryRunData | None = None) -> str:
     return f"{task}: {what}{n}{how}."
 
 
-@dataclass
-class RankGroups:
-    """Each (model, task) cell's rank-group letters and how the groups were formed."""
-
-    letters: dict[tuple[str, str], str]
-    note: str
-
-
-def rank_groups(heads: Headlines, items: dict[str, dict[str, ItemValues | None]] | None = None,
-                boot: Bootstrap | None = None) -> RankGroups:
-    """The matrix's rank groups (:func:`~harness.scores.ranking.rank_task`): from the paired
-    bootstrap on the same stimuli where ``items`` (model -> task -> its primary score per
-    stimulus: a recipe's end has them) covers every model of a task, else from the logged
-    intervals alone (models share a group where their 95% intervals overlap: a coarser test,
-    which the note names)."""
-    items = items or {}
+def rank_groups(heads: Headlines, runs: list[BatteryRunData],
+                items: dict[str, dict[str, ItemValues | None]] | None = None) -> Groups:
+    """The rank groups of the terminal (:func:`~harness.scores.ranking.rank_task`, the same
+    inputs): paired bootstrap on the same stimuli from each battery's logged primary scores per
+    stimulus (``items``, model -> task -> values, where a recipe's end has them and the run
+    predates their logging), with the bootstrap its recipe ranked with."""
+    given = items or {}
+    boot = runs[0].bootstrap() if runs else Bootstrap()
     letters: dict[tuple[str, str], str] = {}
-    unpaired = []
+    shown: dict[tuple[str, str], str] = {}
+    methods: dict[str, str] = {}
     for task, name in heads.names.items():
+        logged = {r.model: r.items.get(task) for r in runs}
         entries: dict[str, tuple[Score | None, ItemValues | None]] = {
-            m: (s, items.get(m, {}).get(task)) for (m, t), s in heads.cells.items() if t == task}
-        ranking = rank_task(entries, boot or Bootstrap(), name)
-        if any(it is None for _, it in entries.values()):
-            unpaired.append(task)
-        letters.update({(r.model_id, task): r.groups for r in ranking.ranked})
+            m: (s, given.get(m, {}).get(task) or logged.get(m)) for (m, t), s in heads.cells.items() if t == task}
+        ranking = rank_task(entries, boot, name)
+        family = family_of(task)
+        d = 3 if family is None else family.decimals_of(name)
+        methods[task] = ranking.method
+        for r in ranking.ranked:
+            letters[(r.model_id, task)] = r.groups
+            shown[(r.model_id, task)] = value_interval(r.score, d)
+    unpaired = [t for t, m in methods.items() if m.startswith("NOT PAIRED")]
     note = "letters: rank groups (models sharing a letter are not told apart): "
     if not unpaired:
-        note += "paired bootstrap of each difference on the same stimuli"
-    elif len(unpaired) == len(heads.names):
-        note += "overlapping 95% intervals (not paired)"
+        note += f"paired bootstrap of each difference on the same stimuli ({boot.n_boot} draws, seed {boot.seed})"
     else:
-        note += f"paired bootstrap; overlapping 95% intervals (not paired) for {', '.join(unpaired)}"
-    return RankGroups(letters, note)
+        note += (f"paired bootstrap ({boot.n_boot} draws, seed {boot.seed}); NOT PAIRED for "
+                 f"{', '.join(unpaired)} (overlapping 95% intervals: its runs logged no per-stimulus "
+                 f"values, or its score has no per-stimulus form)")
+    return Groups(letters, shown, note, methods, answer_fingerprint(
+        [(r.model, r.run_id, r.tags.get(RECORDS_DIGEST, "")) for r in runs]))
 
 
 def experiment_summary(tracking_uri: str, experiment: str, run_ids: list[str] | None = None,
-                       items: dict[str, dict[str, ItemValues | None]] | None = None,
-                       boot: Bootstrap | None = None) -> Summary | None:
+                       items: dict[str, dict[str, ItemValues | None]] | None = None) -> Summary | None:
     """The experiment's summary run after a recipe (:mod:`~harness.reports.summary`): its
     answer's figures from the runs ``run_ids`` (else the latest per model), rank groups paired
-    where ``items`` has each model's per-stimulus values. None where no task has a headline on
-    the matrix's scale (MLAE tasks alone: their figures are per run)."""
+    as the terminal's (``items`` adds the per-stimulus values of runs that did not log them).
+    None where no task has a headline on the matrix's scale (MLAE tasks alone: their figures
+    are per run)."""
     runs = load_runs(tracking_uri, experiment, run_ids)
     tasks = task_order(runs)
     runs = ordered_models(runs, tasks)
     heads = headlines(runs, tasks)
-    groups = rank_groups(heads, items, boot)
+    groups = rank_groups(heads, runs, items)
     figures = answer_figures(runs, heads, groups)
     return _log_summary(tracking_uri, experiment, runs, heads, figures, groups) if figures else None
 
 
 def _log_summary(tracking_uri: str, experiment: str, runs: list[BatteryRunData], heads: Headlines,
-                 figures: dict[str, bytes], groups: RankGroups) -> Summary:
+                 figures: dict[str, bytes], groups: Groups) -> Summary:
     return log_summary(tracking_uri, experiment, runs[0].experiment_id,
                        [ModelRun(r.model, r.family, r.run_id, r.tags.get(RUN_COLOR_TAG)) for r in runs],
-                       heads.names, figures, groups.letters, groups.note)
+                       heads.names, figures, groups)
 
 
-def answer_figures(runs: list[BatteryRunData], heads: Headlines, groups: RankGroups) -> dict[str, bytes]:
+def answer_figures(runs: list[BatteryRunData], heads: Headlines, groups: Groups) -> dict[str, bytes]:
     """The experiment's answer, as the paper draws it: the matrix (name ``matrix.png``) and, for
     the first task whose family draws accuracy against error consistency, the dissociation of
     the two (``accuracy_vs_kappa.png``; the silhouettes in the shipped battery)."""
@@ -574,10 +595,10 @@ REPORT_FIGURES: dict[str, Callable[[list[BatteryRunData], list[str]], dict[str, 
 
 
 def report_figures(runs: list[BatteryRunData], heads: Headlines,
-                   groups: RankGroups | None = None) -> dict[str, bytes]:
+                   groups: Groups | None = None) -> dict[str, bytes]:
     """name -> PNG bytes of the cross-model figures (only those the runs have data for), the
     answer's first (:func:`answer_figures`), then those the tasks' scoring families name."""
-    out = answer_figures(runs, heads, groups or rank_groups(heads))
+    out = answer_figures(runs, heads, groups or rank_groups(heads, runs))
     tasks = task_order(runs)
     kinds = dict.fromkeys(k for t in tasks if (f := family_of(t)) is not None for k in f.report_figures)
     for kind in kinds:
@@ -650,7 +671,8 @@ def scorecard_html(run: BatteryRunData, rows: list[dict[str, Any]], humans: list
             nulls.append([t, _fmt(v), _fmt(int(n)) if n is not None else "", ""])
     mine = [r for r in rows if r["model"] == run.model and not r["note"]]
     bracket = any_nulls(mine)
-    score_table = [[r["task"], r["score"], _fmt(r["value"]), _ci(r), _fmt(r["floor"]), _fmt(r["ceiling"]),
+    score_table = [[r["task"], r["score"], _fmt(r["value"], _decimals(r)), _ci(r), _fmt(r["floor"], _decimals(r)),
+                    _fmt(r["ceiling"], _decimals(r)),
                     _fmt(r["n"]), _fmt(r["nulls"]), *([_bracket(r)] if bracket else [])] for r in mine]
     human_table = [[h["task"], h["score"], _fmt(h["value"]),
                     "" if h["ci_low"] is None else f"[{_fmt(h['ci_low'])}, {_fmt(h['ci_high'])}]",
@@ -716,7 +738,10 @@ def build_report(tracking_uri: str, experiment: str, out_dir: str | Path,
     tasks = task_order(runs)
     runs = ordered_models(runs, tasks)
     out = Path(out_dir)
-    (out / "scorecards").mkdir(parents=True, exist_ok=True)
+    try:
+        (out / "scorecards").mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ReportError(f"--out {unwritable_folder(out, e)}; choose another with --out DIR") from None
     written: dict[str, Path] = {}
 
     def put(name: str, data: bytes | str) -> None:
@@ -728,7 +753,7 @@ def build_report(tracking_uri: str, experiment: str, out_dir: str | Path,
         written[name] = path
 
     heads = headlines(runs, tasks)
-    groups = rank_groups(heads)
+    groups = rank_groups(heads, runs)
     figs = report_figures(runs, heads, groups)
     for name, png in figs.items():
         put(name, png)
@@ -765,7 +790,9 @@ def build_report(tracking_uri: str, experiment: str, out_dir: str | Path,
         summary = _log_summary(tracking_uri, experiment, runs, heads, figs, groups)
         index += [_img("matrix.png", figs["matrix.png"], captions["matrix.png"]),
                   f'<p>In MLflow: the experiment\'s <a href="{html.escape(summary.url)}">summary run</a> '
-                  f"(this matrix and the dissociation figure).</p>"]
+                  f"(this matrix and the dissociation figure).</p>",
+                  "<h2>Rank groups per task</h2>", f"<p>{html.escape(groups.note)}.</p>",
+                  _table(["task", "groups", "model", "value [95% CI]"], groups.rows())]
     index += [f"<p>{len(runs)} models; one scorecard per model:</p>", "<ul>" + "".join(links) + "</ul>",
               "<h2>Tasks</h2>", _table(["task", "scored for", "unavailable"], task_rows(runs, tasks))]
     if humans:
@@ -780,8 +807,8 @@ def build_report(tracking_uri: str, experiment: str, out_dir: str | Path,
     index += ["<h2>Scores</h2>", _table(
         ["model", "task", "score", "value", "95% CI", "floor", "ceiling", "null rate",
          *([BRACKET_HEADER] if bracket else [])],
-        [[r["model"], r["task"], r["score"], _fmt(r["value"]), _ci(r), _fmt(r["floor"]),
-          _fmt(r["ceiling"]), _fmt(r["task_null_rate"]), *([_bracket(r)] if bracket else [])]
+        [[r["model"], r["task"], r["score"], _fmt(r["value"], _decimals(r)), _ci(r), _fmt(r["floor"], _decimals(r)),
+          _fmt(r["ceiling"], _decimals(r)), _fmt(r["task_null_rate"]), *([_bracket(r)] if bracket else [])]
          for r in rows if not r["note"]], num_from=3)]
     put("index.html", _page(f"gestalt report: {experiment}", "\n".join(index)))
     put("runs.json", json.dumps([{"model": r.model, "family": r.family, "run_id": r.run_id,

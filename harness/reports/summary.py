@@ -20,10 +20,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..tracking.store import ui_base
+from ..tracking.batteries import SUMMARY_FINGERPRINT, SUMMARY_TAG, summary_url
 from .style import OKABE_ITO
 
-SUMMARY_TAG = "gestalt.summary"
 RUN_COLOR_TAG = "mlflow.runColor"  # read by MLflow's UI for a run's colour in tables and charts
 NOTE_TAG = "mlflow.note.content"  # the run's description, Markdown on its page
 MODEL_COLORS = tuple(c for c in OKABE_ITO if c != "#000000")  # black marks the summary run
@@ -46,6 +45,23 @@ class Summary:
     url: str  # its page in the MLflow UI
 
 
+@dataclass(frozen=True)
+class Groups:
+    """The rank groups as the summary run stores them (``rank_groups.json``): each (model, task)
+    cell's letters and its ``value [95% CI]`` as the terminal prints it, how each task's groups
+    were formed, and the fingerprint of the runs they were drawn from."""
+
+    letters: dict[tuple[str, str], str]
+    shown: dict[tuple[str, str], str]
+    note: str
+    methods: dict[str, str]  # task -> how its groups were formed
+    fingerprint: str
+
+    def rows(self) -> list[list[str]]:
+        """[task, letters, model, value [95% CI]] per ranked cell, each task's best first."""
+        return [[t, g, m, self.shown[(m, t)]] for (m, t), g in self.letters.items()]
+
+
 def summary_markdown(run_id: str, experiment: str, runs: list[ModelRun], figures: list[str],
                      groups_note: str) -> str:
     """The summary run's description: what it shows and the figures themselves, drawn from its
@@ -61,8 +77,7 @@ def summary_markdown(run_id: str, experiment: str, runs: list[ModelRun], figures
 
 
 def log_summary(tracking_uri: str, experiment: str, experiment_id: str, runs: list[ModelRun],
-                headline: dict[str, str], figures: dict[str, bytes], groups: dict[tuple[str, str], str],
-                groups_note: str) -> Summary:
+                headline: dict[str, str], figures: dict[str, bytes], groups: Groups) -> Summary:
     """Write the experiment's summary run (made on first use, updated after) and colour the model
     runs (in the order given); ``headline``: task -> its headline score's name; ``figures`` are
     the report's (name -> PNG), of which the matrix and the dissociation figure are logged."""
@@ -84,14 +99,15 @@ def log_summary(tracking_uri: str, experiment: str, experiment_id: str, runs: li
                 if name in figures:
                     (Path(tmp) / as_name).write_bytes(figures[name])
             (Path(tmp) / "rank_groups.json").write_text(json.dumps(
-                {"method": groups_note,
-                 "groups": [{"model": m, "task": t, "groups": g} for (m, t), g in groups.items()],
-                 "headline": headline}, indent=1) + "\n")
+                {"method": groups.note, "methods": groups.methods,
+                 "groups": [{"model": m, "task": t, "groups": g, "shown": groups.shown[(m, t)]}
+                            for (m, t), g in groups.letters.items()],
+                 "headline": headline, "fingerprint": groups.fingerprint}, indent=1) + "\n")
             (Path(tmp) / "runs.json").write_text(json.dumps(
                 [{"model": r.model, "family": r.family, "run_id": r.run_id} for r in runs], indent=1) + "\n")
             client.log_artifacts(run_id, tmp)
-        note = summary_markdown(run_id, experiment, runs, logged, groups_note)
-        client.log_batch(run_id, tags=[RunTag(NOTE_TAG, note)])
+        client.log_batch(run_id, tags=[RunTag(NOTE_TAG, summary_markdown(run_id, experiment, runs, logged, groups.note)),
+                                       RunTag(SUMMARY_FINGERPRINT, groups.fingerprint)])
     except Exception:
         with contextlib.suppress(Exception):  # not left RUNNING where the store can still say so
             client.set_terminated(run_id, "FAILED")
@@ -101,4 +117,4 @@ def log_summary(tracking_uri: str, experiment: str, experiment_id: str, runs: li
         color = MODEL_COLORS[i % len(MODEL_COLORS)]
         if r.color != color:
             client.set_tag(r.run_id, RUN_COLOR_TAG, color)
-    return Summary(run_id, f"{ui_base(tracking_uri)}/#/experiments/{experiment_id}/runs/{run_id}")
+    return Summary(run_id, summary_url(tracking_uri, experiment_id, run_id))

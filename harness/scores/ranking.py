@@ -41,6 +41,23 @@ if TYPE_CHECKING:
 LEVEL = 0.95
 
 
+def number(x: float | None, decimals: int = 3) -> str:
+    """The one rounding rule of every surface (terminal, summary matrix, report, registry
+    scorecard): ``decimals`` fixed digits (the family's :meth:`~.tasks.Family.decimals_of`), '-'
+    where there is no value."""
+    return "-" if x is None or x != x else f"{x:.{decimals}f}"
+
+
+def interval(score: Score, decimals: int = 3) -> str:
+    """``[lo, hi]`` of a score's 95% interval by :func:`number`'s rule; '' where it has none."""
+    return "" if score.ci_low is None else f"[{number(score.ci_low, decimals)}, {number(score.ci_high, decimals)}]"
+
+
+def value_interval(score: Score, decimals: int = 3) -> str:
+    """``value [lo, hi]``, as every surface shows a score."""
+    return f"{number(score.value, decimals)} {interval(score, decimals)}".rstrip()
+
+
 @dataclass(frozen=True)
 class ItemValues:
     """One model's primary statistic per test stimulus (test-split order): ``values[i]`` counts
@@ -48,6 +65,15 @@ class ItemValues:
 
     values: np.ndarray
     answered: np.ndarray
+
+    def to_dict(self) -> dict[str, list]:
+        """As the battery's intervals.json holds it (``primary_items``), for the report to rank
+        the models paired as the recipe's end does."""
+        return {"values": self.values.tolist(), "answered": self.answered.astype(int).tolist()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, list]) -> ItemValues:
+        return cls(np.asarray(d["values"], float), np.asarray(d["answered"], bool))
 
     def statistic(self, idx: np.ndarray) -> np.ndarray:
         """The statistic of each row of resampled stimulus indices (NaN where none is answered)."""

@@ -21,7 +21,9 @@ from .releases import RELEASES, Release
 DEFAULT_DATA_ROOT = Path(os.environ.get("GESTALT_DATA", Path.home() / ".cache" / "gestalt" / "data"))
 # Release URLs point here; $GESTALT_DOWNLOAD_BASE swaps it for a mirror with the same URL layout.
 URL_HOST = "https://raw.githubusercontent.com"
-MIRROR_HINT = "copy it from a mirror folder with --mirror DIR (or $GESTALT_MIRROR)"
+# each command's own spelling of the mirror folder (a recipe's is the key data.mirror)
+MIRROR_HINT = ("read it from a mirror folder: `gestalt recipe RECIPE --data.mirror=DIR`, "
+               "`gestalt data pull --mirror DIR`, or GESTALT_MIRROR=DIR for any command")
 
 
 def offline() -> bool:
@@ -78,7 +80,7 @@ class Sources:
                             f"`gestalt data pull {release}` without --mirror and --offline fetches it")
         if not path.is_file():  # else only a mirror-derived file can be absent after verify()
             raise DataError(f"{path}: derived by the mirror, not in the public release; "
-                            f"use --mirror (or $GESTALT_MIRROR) with a copy of shared/sources")
+                            f"use a copy of shared/sources as the mirror: {MIRROR_HINT.split(': ', 1)[1]}")
         return path
 
     def present(self, release: str, relpath: str) -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ConfigDict, ValidationError
 
-from ..errors import GestaltError
+from ..errors import GestaltError, plain
 from ..lazy import resolve
 from ..options import Options
 from .base import StimulusSet
@@ -94,7 +94,7 @@ class TaskSpec:
         except ValidationError as e:  # a recipe's options were checked at load, with their lines
             err = e.errors()[0]
             raise BadTaskOptions(f"{self.task_id}: option {'.'.join(map(str, err['loc']))}: "
-                                 f"{'unknown' if err['type'] == 'extra_forbidden' else err['msg']}") from None
+                                 f"{'unknown' if err['type'] == 'extra_forbidden' else plain(err['msg'])}") from None
         stimset = fn(sources, seed=seed, **dict(checked))
         # a variant's stimuli carry its id (and so hash apart from the base task's); a copy, so a
         # builder that caches its sets never sees the id change

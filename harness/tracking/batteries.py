@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import os
 import re
@@ -16,7 +17,7 @@ from typing import Any
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
-from .store import patiently, sqlite_path
+from .store import patiently, sqlite_path, ui_base
 
 BATTERY_KEY = "gestalt.battery_key"  # hash of everything that decides the battery's trials and scores
 BATTERY_FOLDER = "gestalt.battery_folder"  # the id of the folder whose records the run holds
@@ -25,6 +26,8 @@ OUTCOME = "gestalt.outcome"  # why a run ended FAILED: interrupted, abandoned, a
 # "provisional" on a FAILED run whose scores wait for its failed calls (or the rest of its trials):
 # the report and the summary run leave them out, the terminal does not rank them
 SCORES = "gestalt.scores"
+SUMMARY_TAG = "gestalt.summary"  # the experiment's summary run (one per experiment)
+SUMMARY_FINGERPRINT = "gestalt.summary_fingerprint"  # answer_fingerprint of the runs it was drawn from
 
 
 def owner_tags() -> dict[str, str]:
@@ -185,6 +188,64 @@ def logged_records(run_id: str, name: str) -> bytes | None:
         return patiently(lambda: mlflow.artifacts.load_text(f"{uri}/records/{name}")).encode()
     except (OSError, mlflow.exceptions.MlflowException):
         return None
+
+
+def answer_fingerprint(batteries: list[tuple[str, str, str]]) -> str:
+    """What a summary run is drawn from: each battery's (model, run id, records digest) and the
+    harness version that drew it. A finished run with the same records digest holds the same
+    scores and per-stimulus values, so an equal fingerprint means an equal summary."""
+    from ..version import __version__
+
+    payload = json.dumps([__version__, sorted(batteries)])
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def summary_url(uri: str, experiment_id: str, run_id: str) -> str:
+    """The summary run's page in the MLflow UI."""
+    return f"{ui_base(uri)}/#/experiments/{experiment_id}/runs/{run_id}"
+
+
+def drawn_summary(uri: str, experiment: str, fingerprint: str) -> str | None:
+    """The page (:func:`summary_url`) of the experiment's summary run where a local sqlite store shows
+    it FINISHED and drawn from ``fingerprint``'s runs, read with sqlite3 alone as
+    :func:`up_to_date_without_mlflow` reads batteries; None where it is not, or this cannot be
+    decided so (then the summary is drawn again)."""
+    import sqlite3
+
+    db = sqlite_path(uri)
+    if db is None or not db.is_file():
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+            found = con.execute(
+                "SELECT r.experiment_id, r.run_uuid, r.status, "
+                "(SELECT value FROM tags WHERE run_uuid = r.run_uuid AND key = ?) "
+                "FROM runs r JOIN experiments e ON e.experiment_id = r.experiment_id "
+                "JOIN tags s ON s.run_uuid = r.run_uuid AND s.key = ? AND s.value = 'true' "
+                "WHERE e.name = ? AND e.lifecycle_stage = 'active' AND r.lifecycle_stage = 'active' "
+                "ORDER BY r.start_time DESC LIMIT 1",
+                (SUMMARY_FINGERPRINT, SUMMARY_TAG, experiment)).fetchone()
+    except sqlite3.Error:
+        return None
+    if found is None or found[2] != "FINISHED" or found[3] != fingerprint:
+        return None
+    return summary_url(uri, str(found[0]), found[1])
+
+
+def not_a_battery(client: Any, run: Any, command: str) -> str | None:
+    """Why ``run`` is not a FINISHED model battery run (for ``gestalt <command>``), naming the run
+    to pass instead; None where it is one."""
+    rid, tags, status = run.info.run_id, run.data.tags, run.info.status
+    if "gestalt.model" in tags:
+        return None if status == "FINISHED" else (
+            f"run {rid} of {tags['gestalt.model']} is {status}, not FINISHED: rerun its recipe to finish it")
+    what = "the experiment's summary run" if tags.get(SUMMARY_TAG) == "true" else "not a gestalt battery run"
+    found = client.search_runs([run.info.experiment_id], "attributes.status = 'FINISHED'", max_results=50,
+                               order_by=["attributes.start_time DESC"])
+    models = {r.data.tags["gestalt.model"]: r.info.run_id for r in reversed(found) if "gestalt.model" in r.data.tags}
+    hint = (f": pass a model's battery run, e.g. `gestalt {command} {next(iter(models.values()))}` "
+            f"({', '.join(f'{m} {r}' for m, r in models.items())})") if models else ""
+    return f"run {rid} is {what}, not a model's battery run{hint}"
 
 
 def logged_intervals(run_id: str) -> dict[str, Any]:

@@ -43,8 +43,10 @@ from urllib.parse import quote
 
 from ..errors import GestaltError
 from ..scores.bootstrap import interval_methods
+from ..scores.ranking import number
 from ..scores.record import Score
 from ..scores.tasks import family_of
+from .batteries import not_a_battery
 from .metrics import HEADLINE_SUFFIXES
 from .store import ui_base
 
@@ -123,7 +125,8 @@ def _scores(entry: dict[str, Any]) -> list[Score]:
 
 
 def _number(v: float | None, decimals: int) -> str:
-    return "" if v is None or not math.isfinite(v) else f"{v:.{decimals}f}"
+    """A cell by the one rounding rule of every surface; empty where there is no value."""
+    return "" if v is None or not math.isfinite(v) else number(v, decimals)
 
 
 def scorecard_markdown(model: str, run_id: str, intervals: dict[str, Any]) -> str:
@@ -250,8 +253,8 @@ def register_scorecard(tracking_uri: str, run_id: str, name: str | None = None,
     except MlflowException as e:
         raise RegistryError(f"run {run_id}: not found at {tracking_uri} ({e.message})") from None
     tags = run.data.tags
-    if run.info.status != "FINISHED" or "gestalt.model" not in tags:
-        raise RegistryError(f"run {run_id}: not a FINISHED gestalt battery run (status {run.info.status})")
+    if (why := not_a_battery(client, run, "register")) is not None:
+        raise RegistryError(why)
     alias = alias or default_alias(tags.get("gestalt.recipe", ""))
     if alias.lower() == "latest" or not ALIAS.match(alias) or re.fullmatch(r"[vV]\d+", alias):
         raise RegistryError(f"alias {alias!r}: MLflow reserves 'latest' and v<number>, and aliases "
