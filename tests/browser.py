@@ -114,6 +114,9 @@ class Browser:
         self.ws = self.connection.enter_context(connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=30))
         self.calls = 0
         self.send("Page.enable")
+        # the page itself at width x height (the window's size would include a headless frame)
+        self.send("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
+                  mobile=False)
 
     def send(self, method: str, **params) -> dict:
         self.calls += 1

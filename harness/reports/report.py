@@ -57,7 +57,7 @@ from . import figures as F
 from .style import DPI, family_colors
 from .bars_figures import generalization_matrix_figure, level_curves
 from .chart6_figures import chart6_report_figures
-from .summary import RUN_COLOR_TAG, ModelRun, Summary, log_summary
+from .summary import RUN_COLOR_TAG, ModelRun, Summary, answer_text, log_summary
 from .shape_bias_figures import texture_vs_shape_report_figures
 
 # The paper's family order (supervised, self-supervised, contrastive V-L, open VLM, closed), with
@@ -497,9 +497,12 @@ def experiment_summary(tracking_uri: str, experiment: str, run_ids: list[str] | 
 
 def _log_summary(tracking_uri: str, experiment: str, runs: list[BatteryRunData], heads: Headlines,
                  figures: dict[str, bytes], groups: RankGroups) -> Summary:
+    answers = {(r.model, t): answer_text(t, r.scores[t], groups.letters.get((r.model, t), ""))
+               for r in runs for t in heads.names if (r.model, t) in heads.cells}
+    metrics = {t: f.short_name(t, name) for t, name in heads.names.items() if (f := family_of(t)) is not None}
     return log_summary(tracking_uri, experiment, runs[0].experiment_id,
                        [ModelRun(r.model, r.family, r.run_id, r.tags.get(RUN_COLOR_TAG)) for r in runs],
-                       heads.names, figures, groups.letters, groups.note)
+                       heads.names, figures, groups.letters, groups.note, answers, metrics)
 
 
 def answer_figures(runs: list[BatteryRunData], heads: Headlines, groups: RankGroups) -> dict[str, bytes]:
