@@ -89,7 +89,7 @@ class Summary:
 
 
 def summary_markdown(run_id: str, experiment: str, runs: list[ModelRun], figures: list[str],
-                     groups_note: str) -> str:
+                     groups_note: str, ceilings: list[str]) -> str:
     """The summary run's description: what it shows and the figures themselves, drawn from its
     artifacts by the UI's own artifact route (relative to the UI's page)."""
     # the figures first: the page shows a description's first lines until "Show more"
@@ -98,18 +98,22 @@ def summary_markdown(run_id: str, experiment: str, runs: list[ModelRun], figures
               f"95% interval, coloured by its position between the task's floor and human ceiling; "
               f"{groups_note}.", "",
               f"{len(runs)} models: " + ", ".join(f"`{r.model}` ({r.family})" for r in runs), ""]
+    if ceilings:
+        lines += ["Each task's ceiling, what it is and its source:", "", *(f"- {c}" for c in ceilings), ""]
     lines += [f"![{name}](get-artifact?path={name}&run_uuid={run_id})" for name in figures[1:]]
     return "\n".join(lines)
 
 
 def log_summary(tracking_uri: str, experiment: str, experiment_id: str, runs: list[ModelRun],
                 headline: dict[str, str], figures: dict[str, bytes], groups: dict[tuple[str, str], str],
-                groups_note: str, answers: dict[tuple[str, str], str], metrics: dict[str, str]) -> Summary:
+                groups_note: str, answers: dict[tuple[str, str], str], metrics: dict[str, str],
+                ceilings: list[str]) -> Summary:
     """Write the experiment's summary run (made on first use, updated after), colour the model
     runs (in the order given) and tag each with its answer per task (``answers``: (model, task)
     -> :func:`answer_text`) shown in the runs table beside the headline metric (``metrics``: task
     -> its metric's name); ``headline``: task -> its headline score's name; ``figures`` are the
-    report's (name -> PNG), of which the matrix and the dissociation figure are logged."""
+    report's (name -> PNG), of which the matrix and the dissociation figure are logged;
+    ``ceilings``: a line per task on its headline's ceiling, for the description."""
     from mlflow import MlflowClient
     from mlflow.entities import RunTag
 
@@ -132,7 +136,7 @@ def log_summary(tracking_uri: str, experiment: str, experiment_id: str, runs: li
         (Path(tmp) / "runs.json").write_text(json.dumps(
             [{"model": r.model, "family": r.family, "run_id": r.run_id} for r in runs], indent=1) + "\n")
         client.log_artifacts(run_id, tmp)
-    client.log_batch(run_id, tags=[RunTag(NOTE_TAG, summary_markdown(run_id, experiment, runs, logged, groups_note))])
+    client.log_batch(run_id, tags=[RunTag(NOTE_TAG, summary_markdown(run_id, experiment, runs, logged, groups_note, ceilings))])
     client.set_terminated(run_id, "FINISHED")
     for i, r in enumerate(runs):
         tags = {task: text for (model, task), text in answers.items() if model == r.model}
