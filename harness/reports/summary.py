@@ -136,7 +136,8 @@ def log_summary(tracking_uri: str, experiment: str, experiment_id: str, runs: li
         (Path(tmp) / "runs.json").write_text(json.dumps(
             [{"model": r.model, "family": r.family, "run_id": r.run_id} for r in runs], indent=1) + "\n")
         client.log_artifacts(run_id, tmp)
-    client.log_batch(run_id, tags=[RunTag(NOTE_TAG, summary_markdown(run_id, experiment, runs, logged, groups_note, ceilings))])
+    note = summary_markdown(run_id, experiment, runs, logged, groups_note, ceilings)
+    client.log_batch(run_id, tags=[RunTag(NOTE_TAG, note)])
     client.set_terminated(run_id, "FINISHED")
     for i, r in enumerate(runs):
         tags = {task: text for (model, task), text in answers.items() if model == r.model}

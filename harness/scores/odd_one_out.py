@@ -11,8 +11,9 @@ Model scores (over parseable trials; the null fraction v and the bracket (1-v)x 
 - ``B`` (primary reference) and ``B_<name>``: mean 1[r_i = h_i]. Ceiling: the paper's cited 0.863
   test-retest consistency of the human modal choice on THINGS triplets (:data:`CITED_B_CEILING`;
   not computable from these sources). The colour triplets borrow it: their source
-  (:func:`b_ceiling_source`) says so and names their own ``human_majority_split_half``. Matching a consensus more often than people re-match it is not meaningful, so
-  B above it is not better; B can still reach 1, and that ceiling is a reference, not a bound.
+  (:func:`b_ceiling_source`) says so and names their own ``human_majority_split_half``.
+  Matching a consensus more often than people re-match it is not meaningful, so B above it is
+  not better; B can still reach 1, and that ceiling is a reference, not a bound.
   Against a majority reference ``extra['B_ties_split']`` counts a response to any of t tied
   majority positions as 1/t.
 - ``individual_agreement``: mean over the answered triplets of the share of human votes equal to

@@ -46,7 +46,8 @@ EXPERIMENT_ENV = "GESTALT_UI_EXPERIMENT"  # the experiment its root address open
 # own width, cut off on the right: a description holding a figure gestalt logged (the summary
 # run's matrix) is shown whole and its figures scaled to the page.
 STYLE = b"""<style>
-div:has(> [data-testid="truncation-gradient"]):has(img[src*="get-artifact"]){max-height:none!important;overflow:visible!important}
+div:has(> [data-testid="truncation-gradient"]):has(img[src*="get-artifact"]){
+max-height:none!important;overflow:visible!important}
 div:has(img[src*="get-artifact"]) > [data-testid="truncation-gradient"],
 div:has(img[src*="get-artifact"]) + [data-testid="show-comment-toggle"]{display:none!important}
 img[src*="get-artifact"]{max-width:100%;height:auto}
