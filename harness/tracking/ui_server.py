@@ -9,11 +9,13 @@ page address (``?workflowType=``) or else from the browser's local storage
 its columns per experiment in local storage too (``MLflowLocalStorage-1.1-ExperimentPage-
 ["<id>"]-ReactComponentState``), empty of metrics on a first visit.
 
-This application wraps MLflow's (``mlflow.server.fastapi_app``) and adds one script to the
-page it serves at ``/``: where the browser holds no choice yet, it stores the model-training
-workflow and, for each experiment whose runs logged headlines, the runs-table columns of its
-"Headlines" view (the experiment tag :data:`~harness.tracking.store.SHARED_VIEW_TAG`).
-A choice the user makes in the UI is stored over it and kept. Everything else is MLflow's.
+This application wraps MLflow's (``mlflow.server.fastapi_app``) and adds one script and one
+style to the page it serves at ``/``: where the browser holds no choice yet, it stores the
+model-training workflow and :data:`QUIET` (no assistant panel, no registry promotion); for each
+experiment with a "Headlines" view (the experiment tag
+:data:`~harness.tracking.store.SHARED_VIEW_TAG`) its runs-table columns, order and widths, again
+whenever the view changed; the bare root address goes to the served experiment's runs table;
+and :data:`STYLE` shows a description holding gestalt's figures whole. Everything else is MLflow's.
 
 Run by uvicorn in the process `gestalt ui` starts (:func:`serve_ui`, :func:`server_command`),
 configured as ``mlflow server`` configures its own.
