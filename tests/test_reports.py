@@ -130,8 +130,9 @@ def report(store):
 
 def test_report_writes_every_file_from_the_latest_finished_runs(store, report):
     out = report.out
-    for name in ("matrix.png", "accuracy_vs_kappa.png", "a_k.png", "rank_correlations.png"):
+    for name in ("matrix.png", "accuracy_vs_kappa.png", "a_k.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    assert not (out / "rank_correlations.png").exists()  # 3 models: no rho told from chance
     for name in ("scores.csv", "scores.md", "rank_correlations.csv", "index.html", "runs.json"):
         assert (out / name).stat().st_size > 0
     used = json.loads((out / "runs.json").read_text())
@@ -316,8 +317,8 @@ def test_index_lists_every_task_humans_captions_and_run_links(store, report):
     for model, _, _ in MODELS:
         run_id = store.runs[model][0]
         page = (report.out / "scorecards" / f"{model}.html").read_text()
-        assert re.search(rf'<a href="http://127\.0\.0\.1:5000/#/experiments/\d+/runs/{run_id}">', page)
-        assert f"/runs/{run_id}" in index
+        assert f"<code>{run_id}</code>" in page and "127.0.0.1" not in page  # no link to a passing port
+        assert run_id in index
     for name in ("matrix.png", "a_k.png", "accuracy_vs_kappa.png"):
         dpi = Image.open(report.out / name).info["dpi"]
         assert min(dpi) >= 149.5, (name, dpi)
@@ -337,7 +338,7 @@ def test_the_report_leads_with_the_matrix_and_keeps_one_summary_run_in_mlflow(st
     client = MlflowClient(store.uri)
     exp = client.get_experiment_by_name("rep")
     (summary,) = client.search_runs([exp.experiment_id], "tags.`gestalt.summary` = 'true'")
-    assert summary.info.status == "FINISHED" and f"/runs/{summary.info.run_id}" in index
+    assert summary.info.status == "FINISHED" and summary.info.run_id in index
     assert {a.path for a in client.list_artifacts(summary.info.run_id)} >= {
         "matrix.png", "dissociation.png", "rank_groups.json", "runs.json"}
     note = summary.data.tags["mlflow.note.content"]

@@ -322,8 +322,10 @@ def agreement_matrix_figure(models: list[tuple[str, str]], tasks: list[tuple[str
     return fig
 
 
-def rank_correlation_figure(tasks: list[str], rho: np.ndarray, n: np.ndarray):
-    """Spearman rank correlation between tasks over the models scored on both, with n per pair."""
+def rank_correlation_figure(tasks: list[str], rho: np.ndarray, n: np.ndarray, min_n: int):
+    """Spearman rank correlation between tasks over the models scored on both, with n per pair;
+    n/a where fewer than ``min_n`` models are shared (no rho there can be told from chance)."""
+    rho = np.where(n >= min_n, rho, np.nan)
     fig, ax = plt.subplots(figsize=(1.6 * len(tasks) + 3, 1.3 * len(tasks) + 2), constrained_layout=True)
     im = ax.imshow(rho, cmap="RdBu_r", vmin=-1, vmax=1)
     for i in range(len(tasks)):
@@ -336,7 +338,7 @@ def rank_correlation_figure(tasks: list[str], rho: np.ndarray, n: np.ndarray):
     ax.set_yticks(range(len(tasks)), tasks, fontsize=8)
     fig.colorbar(im, ax=ax, shrink=0.7, label="Spearman rho")
     ax.set_title("Cross-task rank correlation of models (headline scores)\n"
-                 "n = models scored on both tasks; n/a below 3 or without spread", fontsize=9)
+                 f"n = models scored on both tasks; n/a below {min_n} or without spread", fontsize=9)
     return fig
 
 

@@ -49,7 +49,7 @@ from ..errors import GestaltError, unwritable_folder
 from ..scores.agreement import null_bracket
 from ..scores.bootstrap import interval_methods
 from ..scores.record import Score
-from ..scores.ranking import ItemValues, number, position, rank_task, value_interval
+from ..scores.ranking import ItemValues, censored, number, position, rank_task, value_interval
 from ..scores.tasks import Bootstrap, family_of
 from ..tracking.batteries import RECORDS_DIGEST, answer_fingerprint, not_a_battery
 from ..tracking.store import ui_base
@@ -58,7 +58,7 @@ from . import figures as F
 from .style import DPI, family_colors
 from .bars_figures import generalization_matrix_figure, level_curves
 from .chart6_figures import chart6_report_figures
-from .summary import RUN_COLOR_TAG, Groups, ModelRun, Summary, log_summary
+from .summary import RUN_COLOR_TAG, Groups, ModelRun, Summary, answer_text, log_summary
 from .shape_bias_figures import texture_vs_shape_report_figures
 
 # The paper's family order (supervised, self-supervised, contrastive V-L, open VLM, closed), with
@@ -249,12 +249,14 @@ def score_rows(runs: list[BatteryRunData], tasks: list[str]) -> list[dict[str, A
                     "value": s.value, "ci_low": s.ci_low, "ci_high": s.ci_high, "floor": s.floor,
                     "ceiling": s.ceiling, "n": s.n, "nulls": s.nulls, "task_null_rate": v,
                     "full_low": low, "full_high": high, "version": s.version, "note": "",
-                    "run_id": r.run_id})
+                    "censored": censored(s) if s.value is not None else None,
+                    "ceiling_source": s.ceiling_source, "run_id": r.run_id})
     return rows
 
 
 COLUMNS = ("model", "family", "task", "score", "value", "ci_low", "ci_high", "floor", "ceiling",
-           "n", "nulls", "task_null_rate", "full_low", "full_high", "version", "note", "run_id")
+           "n", "nulls", "task_null_rate", "full_low", "full_high", "version", "note", "censored",
+           "ceiling_source", "run_id")
 
 
 def human_rows(runs: list[BatteryRunData], tasks: list[str]) -> list[dict[str, Any]]:
@@ -312,6 +314,21 @@ def _decimals(row: dict[str, Any]) -> int:
     return 3 if family is None else family.decimals_of(row.get("score", ""))
 
 
+def _value(row: dict[str, Any]) -> str:
+    """A row's value as every table shows it: a censored one says so beside the number."""
+    return _fmt(row["value"], _decimals(row)) + (f" ({row['censored']})" if row.get("censored") else "")
+
+
+def ceiling_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
+    """Per task and score shown with a ceiling: the ceiling, what it is and its source."""
+    seen = {(r["task"], r["score"]): [r["task"], r["score"], _fmt(r["ceiling"]), r["ceiling_source"] or "not stated"]
+            for r in rows if not r["note"] and r.get("ceiling") is not None}
+    return list(seen.values())
+
+
+CEILING_HEAD = ["task", "score", "ceiling", "what the ceiling is, and its source"]
+
+
 def _bracket(row: dict[str, Any]) -> str:
     return "" if row.get("full_low") is None else f"{_fmt(row['full_low'])} .. {_fmt(row['full_high'])}"
 
@@ -342,7 +359,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
             cells = [r["model"], r["family"], r["task"], "", r["note"].replace("|", "/"),
                      "", "", "", "", ""]
         else:
-            cells = [r["model"], r["family"], r["task"], r["score"], f"{_fmt(r['value'], _decimals(r))} {_ci(r)}",
+            cells = [r["model"], r["family"], r["task"], r["score"], f"{_value(r)} {_ci(r)}",
                      _fmt(r["floor"], _decimals(r)), _fmt(r["ceiling"], _decimals(r)), _fmt(r["n"]), _fmt(r["nulls"]),
                      _fmt(r["task_null_rate"])]
         cells += [_bracket(r) if not r["note"] else ""] if bracket else []
@@ -440,7 +457,8 @@ def report_captions(runs: list[BatteryRunData], heads: Headlines) -> dict[str, s
                    f"{drawn('a_k')}.",
         "rank_correlations.png": f"Spearman rank correlation between tasks of the {models} models' "
                                  "headline scores; n per cell = models scored on both tasks; no interval "
-                                 "(n/a below 3 models or without spread).",
+                                 f"(n/a below {MIN_RANK_MODELS} models, where no rho can be told from "
+                                 "chance, or without spread).",
         "generalization_matrix.png": "Trained networks (rows) against test conditions (columns): MLAE "
                                      f"per cell; {drawn('generalization_matrix')}.",
     }
@@ -518,9 +536,15 @@ def experiment_summary(tracking_uri: str, experiment: str, run_ids: list[str] | 
 
 def _log_summary(tracking_uri: str, experiment: str, runs: list[BatteryRunData], heads: Headlines,
                  figures: dict[str, bytes], groups: Groups) -> Summary:
+    answers = {(r.model, t): answer_text(t, r.scores[t], groups.letters.get((r.model, t), ""))
+               for r in runs for t in heads.names if (r.model, t) in heads.cells}
+    metrics = {t: f.short_name(t, name) for t, name in heads.names.items() if (f := family_of(t)) is not None}
+    ceilings = {t: f"`{t}` {s.name}: ceiling {_fmt(s.ceiling)}, {s.ceiling_source or 'source not stated'}"
+                for (_, t), s in heads.cells.items() if s.ceiling is not None}
     return log_summary(tracking_uri, experiment, runs[0].experiment_id,
                        [ModelRun(r.model, r.family, r.run_id, r.tags.get(RUN_COLOR_TAG)) for r in runs],
-                       heads.names, figures, groups)
+                       heads.names, figures, groups, answers, metrics,
+                       [ceilings[t] for t in heads.names if t in ceilings])
 
 
 def answer_figures(runs: list[BatteryRunData], heads: Headlines, groups: Groups) -> dict[str, bytes]:
@@ -607,8 +631,21 @@ def report_figures(runs: list[BatteryRunData], heads: Headlines,
     if len(heads.names) >= 2:
         tasks = list(heads.names)
         rho, n = rank_correlations(heads.values(), tasks)
-        out["rank_correlations.png"] = _png(F.rank_correlation_figure(tasks, rho, n))
+        if n[~np.eye(len(tasks), dtype=bool)].max() >= MIN_RANK_MODELS:
+            out["rank_correlations.png"] = _png(F.rank_correlation_figure(tasks, rho, n, MIN_RANK_MODELS))
     return out
+
+
+# Below 5 models no rank correlation can be told from chance: at 4 the likeliest-looking one,
+# rho = +-1, has two-sided p = 2/4! = 0.083 (at 3, rho takes only +-1 and +-0.5). The heatmap
+# is drawn where some pair of tasks has this many models, its smaller pairs shown n/a.
+MIN_RANK_MODELS = 5
+
+
+def rank_correlations_note(models: int) -> str:
+    return (f"Cross-task rank correlations: not drawn: with {models} models no Spearman rho between "
+            f"tasks can be told from chance (it needs {MIN_RANK_MODELS}); rank_correlations.csv "
+            f"lists them with their n.")
 
 
 # -- HTML -----------------------------------------------------------------------------------------
@@ -626,17 +663,19 @@ def _img(name: str, png: bytes, caption: str) -> str:
             f"<figcaption><b>{html.escape(name)}</b>: {html.escape(caption)}</figcaption></figure>")
 
 
-def mlflow_run_url(tracking_uri: str, run: BatteryRunData) -> str:
-    """The run's page: on the tracking server, or for a local store where `gestalt ui` serves it
-    (its default address when it is not running)."""
-    return f"{ui_base(tracking_uri)}/#/experiments/{run.experiment_id}/runs/{run.run_id}"
+def mlflow_link(tracking_uri: str, experiment_id: str, run_id: str, text: str) -> str:
+    """``text`` linking to the run's page on a tracking server; for a local store, which a
+    browser reaches only while `gestalt ui` serves it on a port of that moment, no link: the
+    text and how to open it."""
+    if not tracking_uri.startswith(("http://", "https://")):
+        return (f"{html.escape(text)} (run <code>{html.escape(run_id)}</code> of experiment "
+                f"{html.escape(experiment_id)}: <code>gestalt ui</code> serves the store and lists it)")
+    url = f"{ui_base(tracking_uri)}/#/experiments/{experiment_id}/runs/{run_id}"
+    return f'<a href="{html.escape(url)}">{html.escape(text)}</a>'
 
 
 def _run_link(tracking_uri: str, run: BatteryRunData) -> str:
-    local = ("" if tracking_uri.startswith(("http://", "https://"))
-             else " (serve the store with <code>gestalt ui</code>)")
-    return (f'<p>MLflow run: <a href="{html.escape(mlflow_run_url(tracking_uri, run))}">'
-            f"{html.escape(run.run_id)}</a>{local}</p>")
+    return f"<p>MLflow run: {mlflow_link(tracking_uri, run.experiment_id, run.run_id, run.run_id)}</p>"
 
 
 def _table(head: list[str], rows: list[list[str]], num_from: int = 0) -> str:
@@ -671,7 +710,7 @@ def scorecard_html(run: BatteryRunData, rows: list[dict[str, Any]], humans: list
             nulls.append([t, _fmt(v), _fmt(int(n)) if n is not None else "", ""])
     mine = [r for r in rows if r["model"] == run.model and not r["note"]]
     bracket = any_nulls(mine)
-    score_table = [[r["task"], r["score"], _fmt(r["value"], _decimals(r)), _ci(r), _fmt(r["floor"], _decimals(r)),
+    score_table = [[r["task"], r["score"], _value(r), _ci(r), _fmt(r["floor"], _decimals(r)),
                     _fmt(r["ceiling"], _decimals(r)),
                     _fmt(r["n"]), _fmt(r["nulls"]), *([_bracket(r)] if bracket else [])] for r in mine]
     human_table = [[h["task"], h["score"], _fmt(h["value"]),
@@ -689,6 +728,8 @@ def scorecard_html(run: BatteryRunData, rows: list[dict[str, Any]], humans: list
             "<h2>Scores</h2>",
             _table(["task", "score", "value", "95% CI", "floor", "ceiling", "n", "nulls",
                     *([BRACKET_HEADER] if bracket else [])], score_table, num_from=2)]
+    if ceilings := ceiling_rows(mine):
+        body += ["<h2>Ceilings</h2>", _table(CEILING_HEAD, ceilings)]
     if human_table:
         body += ["<h2>Human references (same stimuli)</h2>",
                  _table(["task", "score", "value", "95% CI", "n", "method"], human_table)]
@@ -782,32 +823,37 @@ def build_report(tracking_uri: str, experiment: str, out_dir: str | Path,
         page = f"scorecards/{_safe(r.model)}.html"
         put(page, scorecard_html(r, rows, humans, tasks, model_figures(r), tracking_uri))
         links.append(f'<li><a href="{html.escape(page)}">{html.escape(r.model)}</a> '
-                     f"({html.escape(r.family)}; MLflow run <a href=\"{html.escape(mlflow_run_url(tracking_uri, r))}\">"
-                     f"{html.escape(r.run_id[:8])}</a>)</li>")
+                     f"({html.escape(r.family)}; MLflow run "
+                     f"{mlflow_link(tracking_uri, r.experiment_id, r.run_id, r.run_id[:8])})</li>")
     captions = report_captions(runs, heads)
     index = [f"<h1>gestalt report: {html.escape(experiment)}</h1>"]
     if "matrix.png" in figs:  # the answer first, and in MLflow
         summary = _log_summary(tracking_uri, experiment, runs, heads, figs, groups)
         index += [_img("matrix.png", figs["matrix.png"], captions["matrix.png"]),
-                  f'<p>In MLflow: the experiment\'s <a href="{html.escape(summary.url)}">summary run</a> '
+                  f"<p>In MLflow: the experiment's "
+                  f"{mlflow_link(tracking_uri, runs[0].experiment_id, summary.run_id, 'summary run')} "
                   f"(this matrix and the dissociation figure).</p>",
                   "<h2>Rank groups per task</h2>", f"<p>{html.escape(groups.note)}.</p>",
                   _table(["task", "groups", "model", "value [95% CI]"], groups.rows())]
     index += [f"<p>{len(runs)} models; one scorecard per model:</p>", "<ul>" + "".join(links) + "</ul>",
               "<h2>Tasks</h2>", _table(["task", "scored for", "unavailable"], task_rows(runs, tasks))]
+    if ceilings := ceiling_rows(rows):
+        index += ["<h2>Ceilings</h2>", _table(CEILING_HEAD, ceilings)]
     if humans:
         index += ["<h2>Human references (same stimuli)</h2>",
                   _table(["task", "score", "value", "95% CI", "n", "method"],
                          [[h["task"], h["score"], _fmt(h["value"]), _ci(h), _fmt(h["n"]), h["method"]]
                           for h in humans], num_from=2)]
     index.append("<h2>Figures</h2>")
+    if len(heads.names) >= 2 and "rank_correlations.png" not in figs:
+        index.append(f"<p>{html.escape(rank_correlations_note(len(runs)))}</p>")
     index += [_img(name, png, captions.get(name) or figure_caption(name)) for name, png in figs.items()
               if name != "matrix.png"]
     bracket = any_nulls(rows)
     index += ["<h2>Scores</h2>", _table(
         ["model", "task", "score", "value", "95% CI", "floor", "ceiling", "null rate",
          *([BRACKET_HEADER] if bracket else [])],
-        [[r["model"], r["task"], r["score"], _fmt(r["value"], _decimals(r)), _ci(r), _fmt(r["floor"], _decimals(r)),
+        [[r["model"], r["task"], r["score"], _value(r), _ci(r), _fmt(r["floor"], _decimals(r)),
           _fmt(r["ceiling"], _decimals(r)), _fmt(r["task_null_rate"]), *([_bracket(r)] if bracket else [])]
          for r in rows if not r["note"]], num_from=3)]
     put("index.html", _page(f"gestalt report: {experiment}", "\n".join(index)))

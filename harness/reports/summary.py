@@ -7,6 +7,10 @@ dissociation figure (silhouette accuracy against error consistency) as artifacts
 run's own page through its description, with ``rank_groups.json`` and ``runs.json`` beside them.
 Home -> experiment -> the summary run: two clicks.
 
+Each model's run also carries the answer as one tag per task (key: the task id; value: headline,
+95% interval and rank group, e.g. ``0.675 [0.575, 0.787] a``, censored values marked), which the
+experiment's runs-table view shows beside the sortable headline metric (:func:`answer_columns`).
+
 It also gives each model's run its own colour (MLflow's ``mlflow.runColor`` tag, which the UI's
 tables and charts use): colour-blind-safe colours in the report's model order, where MLflow's
 own colour from the run id drew two of three runs in nearly the same blue.
@@ -21,6 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..tracking.batteries import SUMMARY_FINGERPRINT, SUMMARY_TAG, summary_url
+from ..scores.record import Score
+from ..scores.tasks import family_of
+from ..tracking.store import column_width, ui_base, update_shared_view
 from .style import OKABE_ITO
 
 RUN_COLOR_TAG = "mlflow.runColor"  # read by MLflow's UI for a run's colour in tables and charts
@@ -37,6 +44,43 @@ class ModelRun:
     family: str
     run_id: str
     color: str | None  # its mlflow.runColor tag now
+
+
+def answer_text(task: str, scores: list[Score], groups: str) -> str:
+    """A model's answer on a task in one runs-table cell: its headline ``value [low, high]`` with
+    the family's decimals, its rank-group letters, and every shown score that is censored
+    (``0.040 [0.015, 0.065] a; capacity censored below``: fitted beyond the tested range)."""
+    family = family_of(task)
+    lead = None if family is None else family.lead_score(scores)
+    if family is None or lead is None or lead.value is None:
+        return "no headline score"
+    d = family.decimals_of(lead.name)
+    text = f"{lead.value:.{d}f}"
+    if lead.ci_low is not None and lead.ci_high is not None:
+        text += f" [{lead.ci_low:.{d}f}, {lead.ci_high:.{d}f}]"
+    text += f" {groups}" if groups else ""
+    shown = [lead, *(s for s in scores if s.name in family.secondary)]
+    return "; ".join([text, *(f"{s.name} censored {s.extra['censored']}" for s in shown
+                              if s.extra.get("censored"))])
+
+
+@dataclass(frozen=True)
+class AnswerColumns:
+    columns: list[str]  # selected, in order
+    order: list[str]  # the table's column order: the run's name, then the columns
+    widths: dict[str, int]  # px
+
+
+def answer_columns(metrics: dict[str, str], answers: dict[tuple[str, str], str]) -> AnswerColumns:
+    """The runs table's columns for ``metrics`` (task -> its headline's metric name): each task's
+    answer tag, then the sortable headline metrics, first after the run's name; each as wide as
+    its name and its longest answer (``answers``: (model, task) -> text) need."""
+    tags = [f"tags.`{task}`" for task in metrics]
+    columns = [*tags, *(f"metrics.`{m}`" for m in metrics.values())]
+    widths = {c: column_width(task, *(text for (_, t), text in answers.items() if t == task))
+              for c, task in zip(tags, metrics)}
+    widths.update({f"metrics.`{m}`": column_width(m) for m in metrics.values()})
+    return AnswerColumns(columns, ["attributes.`Run Name`", *columns], widths)
 
 
 @dataclass(frozen=True)
@@ -63,7 +107,7 @@ class Groups:
 
 
 def summary_markdown(run_id: str, experiment: str, runs: list[ModelRun], figures: list[str],
-                     groups_note: str) -> str:
+                     groups_note: str, ceilings: list[str]) -> str:
     """The summary run's description: what it shows and the figures themselves, drawn from its
     artifacts by the UI's own artifact route (relative to the UI's page)."""
     # the figures first: the page shows a description's first lines until "Show more"
@@ -72,15 +116,21 @@ def summary_markdown(run_id: str, experiment: str, runs: list[ModelRun], figures
               f"95% interval, coloured by its position between the task's floor and human ceiling; "
               f"{groups_note}.", "",
               f"{len(runs)} models: " + ", ".join(f"`{r.model}` ({r.family})" for r in runs), ""]
+    if ceilings:
+        lines += ["Each task's ceiling, what it is and its source:", "", *(f"- {c}" for c in ceilings), ""]
     lines += [f"![{name}](get-artifact?path={name}&run_uuid={run_id})" for name in figures[1:]]
     return "\n".join(lines)
 
 
 def log_summary(tracking_uri: str, experiment: str, experiment_id: str, runs: list[ModelRun],
-                headline: dict[str, str], figures: dict[str, bytes], groups: Groups) -> Summary:
-    """Write the experiment's summary run (made on first use, updated after) and colour the model
-    runs (in the order given); ``headline``: task -> its headline score's name; ``figures`` are
-    the report's (name -> PNG), of which the matrix and the dissociation figure are logged."""
+                headline: dict[str, str], figures: dict[str, bytes], groups: Groups, answers: dict[tuple[str, str], str], metrics: dict[str, str],
+                ceilings: list[str]) -> Summary:
+    """Write the experiment's summary run (made on first use, updated after), colour the model
+    runs (in the order given) and tag each with its answer per task (``answers``: (model, task)
+    -> :func:`answer_text`) shown in the runs table beside the headline metric (``metrics``: task
+    -> its metric's name); ``headline``: task -> its headline score's name; ``figures`` are the
+    report's (name -> PNG), of which the matrix and the dissociation figure are logged;
+    ``ceilings``: a line per task on its headline's ceiling, for the description."""
     from mlflow import MlflowClient
     from mlflow.entities import RunTag
 
@@ -106,7 +156,7 @@ def log_summary(tracking_uri: str, experiment: str, experiment_id: str, runs: li
             (Path(tmp) / "runs.json").write_text(json.dumps(
                 [{"model": r.model, "family": r.family, "run_id": r.run_id} for r in runs], indent=1) + "\n")
             client.log_artifacts(run_id, tmp)
-        client.log_batch(run_id, tags=[RunTag(NOTE_TAG, summary_markdown(run_id, experiment, runs, logged, groups.note)),
+        client.log_batch(run_id, tags=[RunTag(NOTE_TAG, summary_markdown(run_id, experiment, runs, logged, groups.note, ceilings)),
                                        RunTag(SUMMARY_FINGERPRINT, groups.fingerprint)])
     except Exception:
         with contextlib.suppress(Exception):  # not left RUNNING where the store can still say so
@@ -114,7 +164,20 @@ def log_summary(tracking_uri: str, experiment: str, experiment_id: str, runs: li
         raise
     client.set_terminated(run_id, "FINISHED")
     for i, r in enumerate(runs):
+        tags = {task: text for (model, task), text in answers.items() if model == r.model}
         color = MODEL_COLORS[i % len(MODEL_COLORS)]
         if r.color != color:
-            client.set_tag(r.run_id, RUN_COLOR_TAG, color)
+            tags[RUN_COLOR_TAG] = color
+        client.log_batch(r.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+    view = answer_columns(metrics, answers)
+
+    def lead_with_answers(state: dict) -> bool:
+        before = json.dumps(state, sort_keys=True)
+        rest = [c for c in state.get("selectedColumns", []) if c not in view.columns]
+        state["selectedColumns"] = [*view.columns, *rest]
+        state["columnOrder"] = [*view.order, *rest]
+        state["columnWidths"] = {**state.get("columnWidths", {}), **view.widths}
+        return json.dumps(state, sort_keys=True) != before
+
+    update_shared_view(client, experiment_id, lead_with_answers)
     return Summary(run_id, summary_url(tracking_uri, experiment_id, run_id))

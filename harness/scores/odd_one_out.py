@@ -9,9 +9,11 @@ Model scores (over parseable trials; the null fraction v and the bracket (1-v)x 
 ``extra``):
 
 - ``B`` (primary reference) and ``B_<name>``: mean 1[r_i = h_i]. Ceiling: the paper's cited 0.863
-  test-retest consistency of the human modal choice (:data:`CITED_B_CEILING`; not computable from
-  these sources). Matching a consensus more often than people re-match it is not meaningful, so
-  B above it is not better; B can still reach 1, and that ceiling is a reference, not a bound.
+  test-retest consistency of the human modal choice on THINGS triplets (:data:`CITED_B_CEILING`;
+  not computable from these sources). The colour triplets borrow it: their source
+  (:func:`b_ceiling_source`) says so and names their own ``human_majority_split_half``.
+  Matching a consensus more often than people re-match it is not meaningful, so B above it is
+  not better; B can still reach 1, and that ceiling is a reference, not a bound.
   Against a majority reference ``extra['B_ties_split']`` counts a response to any of t tied
   majority positions as 1/t.
 - ``individual_agreement``: mean over the answered triplets of the share of human votes equal to
@@ -61,8 +63,18 @@ from .tasks import Bootstrap
 POSITIONS = (1, 2, 3)
 CITED_B_CEILING = 0.863
 CITED_B_CEILING_SOURCE = (
-    "published test-retest consistency of the human modal choice (Gestalt paper, appendix D.3, "
-    "THINGS data), not computed from sources")
+    "published test-retest consistency of the human modal choice on THINGS triplets (Gestalt paper, "
+    "appendix D.3), not computed from sources")
+THINGS_TASK = "similarity.nat.things"  # the triplets the cited figure was measured on
+
+
+def b_ceiling_source(task_id: str, split_half: float) -> str:
+    """What B's cited ceiling is for ``task_id``: THINGS' own figure, or one borrowed from THINGS
+    beside the task's own ``human_majority_split_half`` (``split_half``)."""
+    if task_id.partition(":")[0] == THINGS_TASK:
+        return f"cited: {CITED_B_CEILING_SOURCE}"
+    return (f"cited: {CITED_B_CEILING_SOURCE}; borrowed: not measured on {task_id}, whose own "
+            f"human_majority_split_half is {split_half:.3f}")
 ONE_LEVEL = "percentile bootstrap over triplets"
 TWO_LEVEL = ("two-level crossed bootstrap: triplets and raters resampled jointly (a drawn rater "
              "brings their answers on every drawn triplet they rated), percentile re-centred on "
@@ -253,9 +265,10 @@ def score_odd_one_out(records: list[dict], stimset: StimulusSet, *,
               extra=_two_level_extra(est["two"]))
         for name, est in refs.items()
     ]
+    ceiling_source = b_ceiling_source(stimset.task_id, refs["human_majority_split_half"]["one"][0])
     human_scores.append(Score(
         name="human_modal_test_retest", value=CITED_B_CEILING, ci_low=None, ci_high=None, n=0,
-        nulls=0, version=version, method=CITED_B_CEILING_SOURCE, extra={"cited": True}))
+        nulls=0, version=version, method=ceiling_source, extra={"cited": True}))
     if not records:  # e.g. images unavailable: the human references can still be reported
         return human_scores
 
@@ -280,7 +293,7 @@ def score_odd_one_out(records: list[dict], stimset: StimulusSet, *,
             "B_full_high": hi,
             "position_shares": f,
             "human_vs_reference": float(np.mean(shares[np.arange(len(ids)), target - 1])),
-            "ceiling_source": CITED_B_CEILING_SOURCE,
+            "ceiling_source": ceiling_source,
         }
         if name == "majority":
             top = votes == votes.max(axis=1, keepdims=True)
@@ -291,7 +304,7 @@ def score_odd_one_out(records: list[dict], stimset: StimulusSet, *,
             name="B" if name == human.primary else f"B_{name}",
             value=est[0], ci_low=est[1], ci_high=est[2], n=n, nulls=nulls,
             method=f"mean 1[r = {name} target] over parseable trials; {ONE_LEVEL}, {n_boot} "
-                   f"draws, seed {seed}; ceiling: cited {CITED_B_CEILING}, {CITED_B_CEILING_SOURCE}",
+                   f"draws, seed {seed}; ceiling: {CITED_B_CEILING}, {ceiling_source}",
             version=version, ceiling=CITED_B_CEILING, floor=max(f), extra=extra))
 
     # individual agreement: the crossed draws reuse the references' resampled triplets and

@@ -40,6 +40,16 @@ class Score:
         total = self.n + self.nulls
         return self.nulls / total if total else 0.0
 
+    @property
+    def ceiling_source(self) -> str:
+        """What the ceiling is and where it comes from: the scorer's ``extra['ceiling_source']``,
+        else the ``ceiling:`` clause of its method; "" without a ceiling or a word on it."""
+        if self.ceiling is None:
+            return ""
+        said = self.extra.get("ceiling_source") or next(
+            (part.split("ceiling:", 1)[1] for part in self.method.split(";") if "ceiling:" in part), "")
+        return " ".join(str(said).split())
+
     def to_dict(self) -> dict[str, Any]:
         """The record as strict JSON holds it."""
         return {**asdict(self), "null_rate": self.null_rate}

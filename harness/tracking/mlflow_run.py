@@ -48,7 +48,7 @@ from .metrics import (
     rounded,
     score_metrics,
 )
-from .store import SHARED_VIEW_NAME, SHARED_VIEW_TAG, open_store, patiently, tracking_lost
+from .store import column_width, open_store, patiently, tracking_lost, update_shared_view
 
 
 def _lowest_priority() -> None:
@@ -361,21 +361,18 @@ class BatteryRun:
         (once per battery: reading the experiment back costs a store round trip)."""
         if not names:
             return
-        client = self.mlflow.MlflowClient()
-        current = client.get_experiment(self.experiment_id).tags.get(SHARED_VIEW_TAG)
-        view = json.loads(current) if current else {}
-        state = json.loads(view["state"]) if "state" in view else {"selectedColumns": []}
         columns = [f"metrics.`{n}`" for n in names]
-        if all(c in state["selectedColumns"] for c in columns):
-            return
-        state["selectedColumns"] = list(dict.fromkeys([*state["selectedColumns"], *columns]))
-        # wide enough for the whole name (the default width cuts "Series_count.acc_ci_upper")
-        widths = {c: 40 + 8 * len(n) for c, n in zip(columns, names)}
-        state["columnWidths"] = {**state.get("columnWidths", {}), **widths}
-        now = int(time.time() * 1000)
-        client.set_experiment_tag(self.experiment_id, SHARED_VIEW_TAG, json.dumps(
-            {"name": SHARED_VIEW_NAME, "createdAt": view.get("createdAt", now), "updatedAt": now,
-             "state": json.dumps(state)}))
+
+        def add(state: dict) -> bool:
+            if all(c in state["selectedColumns"] for c in columns):
+                return False
+            state["selectedColumns"] = list(dict.fromkeys([*state["selectedColumns"], *columns]))
+            # wide enough for the whole name (the default width cuts "Series_count.acc_ci_upper")
+            state["columnWidths"] = {**state.get("columnWidths", {}),
+                                     **{c: column_width(n) for c, n in zip(columns, names)}}
+            return True
+
+        update_shared_view(self.mlflow.MlflowClient(), self.experiment_id, add)
 
     def log_metrics(self, metrics: dict[str, float]) -> None:
         """Run-level metrics of the battery, its plan's totals (model calls; an API model's tokens

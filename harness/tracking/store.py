@@ -364,6 +364,29 @@ def ui_base(uri: str) -> str:
 
 
 def runs_table_url(base: str, experiment_id: str) -> str:
-    """The experiment's runs table (not the GenAI overview) with the headline metric columns."""
-    return (f"{base}/#/experiments/{experiment_id}/runs"
-            f"?viewStateShareKey={SHARED_VIEW_KEY}&workflowType=machine_learning")
+    """The experiment's runs table (not the GenAI overview). Its columns come from the browser's
+    storage, which `gestalt ui`'s page fills from the experiment's view: the view's own
+    ``?viewStateShareKey=`` would show it under a "You're viewing a shared view" banner."""
+    return f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+
+
+def update_shared_view(client, experiment_id: str, update: Callable[[dict], bool]) -> None:
+    """Change the runs-table state of the experiment's *Headlines* view (:data:`SHARED_VIEW_TAG`)
+    in place with ``update`` (it returns whether it changed anything); written back only then."""
+    import json
+
+    current = client.get_experiment(experiment_id).tags.get(SHARED_VIEW_TAG)
+    view = json.loads(current) if current else {}
+    state = json.loads(view["state"]) if "state" in view else {"selectedColumns": []}
+    if not update(state):
+        return
+    now = int(time.time() * 1000)
+    client.set_experiment_tag(experiment_id, SHARED_VIEW_TAG, json.dumps(
+        {"name": SHARED_VIEW_NAME, "createdAt": view.get("createdAt", now), "updatedAt": now,
+         "state": json.dumps(state)}))
+
+
+def column_width(*texts: str) -> int:
+    """Pixels a runs-table column needs to show the longest of ``texts`` whole (13 px sans: about
+    7 px a character; the rest for the cell's padding and the header's sort mark)."""
+    return 36 + 7 * max(len(t) for t in texts)

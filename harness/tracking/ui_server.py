@@ -9,11 +9,13 @@ page address (``?workflowType=``) or else from the browser's local storage
 its columns per experiment in local storage too (``MLflowLocalStorage-1.1-ExperimentPage-
 ["<id>"]-ReactComponentState``), empty of metrics on a first visit.
 
-This application wraps MLflow's (``mlflow.server.fastapi_app``) and adds one script to the
-page it serves at ``/``: where the browser holds no choice yet, it stores the model-training
-workflow and, for each experiment whose runs logged headlines, the runs-table columns of its
-"Headlines" view (the experiment tag :data:`~harness.tracking.store.SHARED_VIEW_TAG`).
-A choice the user makes in the UI is stored over it and kept. Everything else is MLflow's.
+This application wraps MLflow's (``mlflow.server.fastapi_app``) and adds one script and one
+style to the page it serves at ``/``: where the browser holds no choice yet, it stores the
+model-training workflow and :data:`QUIET` (no assistant panel, no registry promotion); for each
+experiment with a "Headlines" view (the experiment tag
+:data:`~harness.tracking.store.SHARED_VIEW_TAG`) its runs-table columns, order and widths, again
+whenever the view changed; the bare root address goes to the served experiment's runs table;
+and :data:`STYLE` shows a description holding gestalt's figures whole. Everything else is MLflow's.
 
 Run by uvicorn in the process `gestalt ui` starts (:func:`serve_ui`, :func:`server_command`),
 configured as ``mlflow server`` configures its own.
@@ -35,14 +37,36 @@ from .store import SHARED_VIEW_TAG, runs_table_url, shown_uri, sqlite_path, ui_a
 
 WORKFLOW_KEY = "mlflow.workflowType_v1"  # the UI's useLocalStorage key "mlflow.workflowType", version 1
 RUNS_STATE_KEY = "MLflowLocalStorage-1.1-ExperimentPage-{ids}-ReactComponentState"
+APPLIED = "{key}#gestalt"  # beside a runs state: the updatedAt of the view it was set from
+# first-visit choices of MLflow's own (useLocalStorage keys, version 1): no assistant panel
+# taking a third of the page, no promotional modal over the Registered Models page
+QUIET = {"mlflow.assistant.panelOpen_v1": "false", "mlflow.assistant.fab.autoOpenedOnFirstLoad_v1": "true",
+         "_mlflow_model_registry_promo_modal_dismissed_v1": "true"}
 STORE_ENV = "GESTALT_UI_STORE"  # the store this application serves (read by create_app)
+EXPERIMENT_ENV = "GESTALT_UI_EXPERIMENT"  # the experiment its root address opens
+# The description box of a run page shows 100 px until "Show more" and draws a wide image at its
+# own width, cut off on the right: a description holding a figure gestalt logged (the summary
+# run's matrix) is shown whole and its figures scaled to the page.
+STYLE = b"""<style>
+div:has(> [data-testid="truncation-gradient"]):has(img[src*="get-artifact"]){
+max-height:none!important;overflow:visible!important}
+div:has(img[src*="get-artifact"]) > [data-testid="truncation-gradient"],
+div:has(img[src*="get-artifact"]) + [data-testid="show-comment-toggle"]{display:none!important}
+img[src*="get-artifact"]{max-width:100%;height:auto}
+</style>"""
 
 
-def first_visit_defaults(experiment_tags: dict[str, dict[str, str]]) -> dict[str, str]:
+def first_visit_defaults() -> dict[str, str]:
     """Local-storage key -> value the page sets where the browser has none: the model-training
-    workflow, and per experiment ``experiment_tags`` (id -> tags) gives a headline view for, that
-    view's columns and widths as the runs table's state."""
-    out = {WORKFLOW_KEY: json.dumps("machine_learning")}
+    workflow and :data:`QUIET`."""
+    return {WORKFLOW_KEY: json.dumps("machine_learning"), **QUIET}
+
+
+def view_states(experiment_tags: dict[str, dict[str, str]]) -> dict[str, tuple[str, str]]:
+    """Local-storage key -> (stamp, value): per experiment ``experiment_tags`` (id -> tags) gives
+    a headline view for, that view's columns, order and widths as the runs table's state, set
+    where the browser holds none or one set from an older view (a recipe since added tasks)."""
+    out = {}
     for experiment_id, tags in experiment_tags.items():
         view = tags.get(SHARED_VIEW_TAG)
         if not view:
@@ -52,16 +76,28 @@ def first_visit_defaults(experiment_tags: dict[str, dict[str, str]]) -> dict[str
             state = json.loads(loaded["state"]) if "state" in loaded else loaded
         except (ValueError, TypeError, KeyError):
             continue
-        runs_state = {k: state[k] for k in ("selectedColumns", "columnWidths") if k in state}
-        out[RUNS_STATE_KEY.format(ids=json.dumps([experiment_id]))] = json.dumps(runs_state)
+        runs_state = {k: state[k] for k in ("selectedColumns", "columnOrder", "columnWidths") if k in state}
+        key = RUNS_STATE_KEY.format(ids=json.dumps([experiment_id]))
+        out[key] = (str(loaded.get("updatedAt", "")), json.dumps(runs_state))
     return out
 
 
-def first_visit_script(defaults: dict[str, str]) -> bytes:
+def first_visit_script(defaults: dict[str, str], views: dict[str, tuple[str, str]] | None = None,
+                       home: str | None = None) -> bytes:
+    """The page's first script: ``defaults`` stored where the browser has none, ``views``
+    (:func:`view_states`) where it has none or an older one, and the bare root address sent to
+    ``home`` (a hash route) instead of MLflow's generic Home."""
     # "</" never occurs inside the inline script: json.dumps escapes no "/", so it is escaped here
-    data = json.dumps(defaults).replace("</", "<\\/")
-    return (f"<script>(function(d){{try{{for(var k in d){{if(localStorage.getItem(k)===null)"
-            f"{{localStorage.setItem(k,d[k]);}}}}}}catch(e){{}}}})({data});</script>").encode()
+    data = json.dumps([defaults, views or {}, home]).replace("</", "<\\/")
+    return ("<script>(function(a){var d=a[0],v=a[1],h=a[2];try{"
+            "for(var k in d){if(localStorage.getItem(k)===null){localStorage.setItem(k,d[k]);}}"
+            f"for(var k in v){{var m=k+{json.dumps(APPLIED.format(key=''))};"
+            "if(localStorage.getItem(k)===null||localStorage.getItem(m)!==v[k][0])"
+            "{localStorage.setItem(k,v[k][1]);localStorage.setItem(m,v[k][0]);}}"
+            "}catch(e){}"
+            "if(h&&location.pathname==='/'&&['','#','#/'].indexOf(location.hash)>=0)"
+            "{history.replaceState(null,'','#'+h);}"
+            f"}})({data});</script>").encode()
 
 
 def inject(page: bytes, script: bytes) -> bytes:
@@ -81,8 +117,11 @@ def create_app() -> Any:
 
     client = MlflowClient(os.environ[STORE_ENV])
 
-    def defaults() -> dict[str, str]:
-        return first_visit_defaults({e.experiment_id: e.tags for e in client.search_experiments()})
+    def script() -> bytes:
+        tags = {e.experiment_id: e.tags for e in client.search_experiments()}
+        home = client.get_experiment_by_name(os.environ.get(EXPERIMENT_ENV, ""))
+        return first_visit_script(first_visit_defaults(), view_states(tags),
+                                  None if home is None else f"/experiments/{home.experiment_id}/runs") + STYLE
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] != "GET" or scope["path"] != "/":
@@ -107,7 +146,7 @@ def create_app() -> Any:
                 return
             page = b"".join(body)
             if start.get("status") == 200:
-                page = inject(page, first_visit_script(defaults()))
+                page = inject(page, script())
             drop = (b"content-length", b"etag", b"last-modified", b"cache-control")
             headers = [(k, v) for k, v in start.get("headers", []) if k.lower() not in drop]
             headers += [(b"content-length", str(len(page)).encode()), (b"cache-control", b"no-store")]
@@ -119,7 +158,8 @@ def create_app() -> Any:
     return app
 
 
-def server_command(uri: str, port: int, verbose: bool = False) -> tuple[list[str], dict[str, str]]:
+def server_command(uri: str, port: int, verbose: bool = False,
+                   experiment: str = "gestalt") -> tuple[list[str], dict[str, str]]:
     """(command, environment) of a one-worker UI server for store ``uri`` on 127.0.0.1:``port``,
     set up as ``mlflow server --workers 1 --no-serve-artifacts`` sets up its own (no job runner:
     ``mlflow ui`` starts about 15 processes). Quiet but for errors unless ``verbose``: no
@@ -127,7 +167,7 @@ def server_command(uri: str, port: int, verbose: bool = False) -> tuple[list[str
     from mlflow.environment_variables import _MLFLOW_SGI_NAME
     from mlflow.server.constants import ARTIFACT_ROOT_ENV_VAR, BACKEND_STORE_URI_ENV_VAR, REGISTRY_STORE_URI_ENV_VAR
 
-    env = {STORE_ENV: uri, BACKEND_STORE_URI_ENV_VAR: uri, REGISTRY_STORE_URI_ENV_VAR: uri,
+    env = {STORE_ENV: uri, EXPERIMENT_ENV: experiment, BACKEND_STORE_URI_ENV_VAR: uri, REGISTRY_STORE_URI_ENV_VAR: uri,
            _MLFLOW_SGI_NAME.name: "uvicorn", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     if uri.startswith("sqlite:///"):  # experiments made in the UI keep artifacts beside the db
         db = Path(uri.removeprefix("sqlite:///")).resolve()
@@ -158,7 +198,7 @@ def serve_ui(uri: str, *, port: int, experiment: str, echo: Callable[[str], None
     # the server runs in its own process group (it forks uvicorn), stopped as a whole below; a
     # SIGTERM to this process must reach that cleanup too, not leave the server behind
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    cmd, env = server_command(uri, port, verbose)
+    cmd, env = server_command(uri, port, verbose, experiment)
     proc = subprocess.Popen(cmd, env={**os.environ, **env}, start_new_session=True)
     db = sqlite_path(uri)
     address = ui_address_file(db) if db is not None else None
