@@ -83,7 +83,8 @@ class RateLimitedVendor(FakeVendorServer):
                 wait = (1 - self.tokens) / self.rate
             headers = {"x-ratelimit-limit-requests": str(round(self.burst)),
                        "x-ratelimit-remaining-requests": str(int(self.tokens)),
-                       "x-ratelimit-reset-requests": f"{max(1, round((self.burst - self.tokens) / self.rate * 1000))}ms"}
+                       "x-ratelimit-reset-requests":
+                           f"{max(1, round((self.burst - self.tokens) / self.rate * 1000))}ms"}
             return wait, headers if self.headers else {}
 
     def _respond(self, h, action) -> None:

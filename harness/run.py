@@ -11,7 +11,6 @@ records), scores through the task's scoring family, figures, artifacts.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import hashlib
 import json

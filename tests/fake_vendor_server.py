@@ -214,7 +214,8 @@ def openai_image_tokens(model: str, w: int, h: int) -> int:
         n = math.ceil(w / 32) * math.ceil(h / 32)
         if n > 1536:
             shrink = math.sqrt(1536 * 1024 / (w * h))
-            shrink *= min(math.floor(w * shrink / 32) / (w * shrink / 32), math.floor(h * shrink / 32) / (h * shrink / 32))
+            shrink *= min(math.floor(w * shrink / 32) / (w * shrink / 32),
+                          math.floor(h * shrink / 32) / (h * shrink / 32))
             n = min(1536, math.ceil(w * shrink / 32) * math.ceil(h * shrink / 32))
         return math.ceil(n * patch[1])
     _, base, tile = _family(model, TILE_MODELS) or ("", 85, 170)

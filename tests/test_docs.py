@@ -110,8 +110,10 @@ RUN_BY = {
     r"--num_processes 16 -m harness\.cli recipe full\.yaml": ("tests/test_two_machines.py", ['"--num_processes"']),
     r"gestalt recipe full\.yaml --shard=\$SLURM_ARRAY_TASK_ID/4": ("tests/test_shards.py", ["--shard="]),
     r"gestalt report --experiment=gestalt --out=report": ("tests/test_shards.py", ['"report"', "--experiment="]),
-    r"^gestalt models fetch recipes/full\.yaml$": ("tests/test_full_rehearsal.py", ['"models", "fetch"', "HF_ENDPOINT="]),
-    r"^gestalt recipe recipes/full\.yaml$": ("tests/test_full_rehearsal.py", ['"recipe", "recipes/full.yaml"', 'HF_HUB_OFFLINE="1"']),
+    r"^gestalt models fetch recipes/full\.yaml$": (
+        "tests/test_full_rehearsal.py", ['"models", "fetch"', "HF_ENDPOINT="]),
+    r"^gestalt recipe recipes/full\.yaml$": (
+        "tests/test_full_rehearsal.py", ['"recipe", "recipes/full.yaml"', 'HF_HUB_OFFLINE="1"']),
 }
 COMMAND = re.compile(r"(export |bash |\.venv/|gestalt |accelerate |docker |podman |--\w)")
 

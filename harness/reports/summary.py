@@ -27,7 +27,7 @@ from pathlib import Path
 from ..tracking.batteries import SUMMARY_FINGERPRINT, SUMMARY_TAG, summary_url
 from ..scores.record import Score
 from ..scores.tasks import family_of
-from ..tracking.store import column_width, ui_base, update_shared_view
+from ..tracking.store import column_width, update_shared_view
 from .style import OKABE_ITO
 
 RUN_COLOR_TAG = "mlflow.runColor"  # read by MLflow's UI for a run's colour in tables and charts
@@ -123,7 +123,8 @@ def summary_markdown(run_id: str, experiment: str, runs: list[ModelRun], figures
 
 
 def log_summary(tracking_uri: str, experiment: str, experiment_id: str, runs: list[ModelRun],
-                headline: dict[str, str], figures: dict[str, bytes], groups: Groups, answers: dict[tuple[str, str], str], metrics: dict[str, str],
+                headline: dict[str, str], figures: dict[str, bytes], groups: Groups,
+                answers: dict[tuple[str, str], str], metrics: dict[str, str],
                 ceilings: list[str]) -> Summary:
     """Write the experiment's summary run (made on first use, updated after), colour the model
     runs (in the order given) and tag each with its answer per task (``answers``: (model, task)
@@ -156,7 +157,8 @@ def log_summary(tracking_uri: str, experiment: str, experiment_id: str, runs: li
             (Path(tmp) / "runs.json").write_text(json.dumps(
                 [{"model": r.model, "family": r.family, "run_id": r.run_id} for r in runs], indent=1) + "\n")
             client.log_artifacts(run_id, tmp)
-        client.log_batch(run_id, tags=[RunTag(NOTE_TAG, summary_markdown(run_id, experiment, runs, logged, groups.note, ceilings)),
+        note = summary_markdown(run_id, experiment, runs, logged, groups.note, ceilings)
+        client.log_batch(run_id, tags=[RunTag(NOTE_TAG, note),
                                        RunTag(SUMMARY_FINGERPRINT, groups.fingerprint)])
     except Exception:
         with contextlib.suppress(Exception):  # not left RUNNING where the store can still say so
