@@ -388,7 +388,7 @@ def call_bound_usd(p: Planned, task_id: str, stimset: StimulusSet) -> float:
     price = None if api is None else price_of(api.provider, api.capability_model)
     if price is None or readout is None or not stimset.test:
         return 0.0
-    tokens_in = estimate_input_tokens(api.provider, stimset.test[0].image.size,
+    tokens_in = estimate_input_tokens(api.provider, api.capability_model, stimset.test[0].image.size,
                                       stimset.prompt.text if stimset.prompt else "")
     return cost_usd(price, {"input_tokens": tokens_in, "output_tokens": output_budget(api, readout.options),
                             "batch": int(bool(api.options.get("batch")))})

@@ -71,7 +71,8 @@ def test_a_bad_model_entry_still_stops_everything_with_exit_2(tmp_path, server, 
     path.write_text(yaml.safe_dump(recipe))
     code, out, err = life.cli(path)
     assert code == 2, (out, err)
-    assert "options.concurrency must be >= 1" in err and "no API key" in err, err
+    # refused at recipe load, with file:line:key, before any model is resolved
+    assert "life.yaml:" in err and "models.0.options.concurrency" in err and ">= 1" not in out, err
     assert life.battery_runs(tmp_path) == []
 
 
