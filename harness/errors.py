@@ -5,6 +5,9 @@ left out models which cannot run here yet (no API key, weights not fetched) exit
 Kept free of the stages' imports so the CLI can catch them without loading any stage at start-up.
 """
 
+import contextlib
+from collections.abc import Iterator
+
 # `gestalt recipe`'s exit status when it left models out (named with their fixes): the rest ran;
 # a scheduler must not requeue it as is, the fix is the user's (docs/clusters.md)
 INCOMPLETE = 3
@@ -57,6 +60,18 @@ def disk_fault(e: BaseException) -> tuple[str, str | None] | None:
                 return code, None
         stack += [err.__cause__, err.__context__]
     return None
+
+
+@contextlib.contextmanager
+def naming_file(path: object) -> Iterator[None]:
+    """An OSError met in the block names ``path`` where it names no file: a write, flush or fsync
+    that fills the disk raises without one, and the one line must name the full folder."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is not None:
+            raise
+        raise OSError(e.errno, e.strerror, str(path)) from e
 
 
 def disk_unavailable(e: BaseException, folder: str) -> DiskUnavailable | None:

@@ -570,11 +570,6 @@ def run_recipe(recipe: Recipe, *, echo: Callable[[str], None] = print, new_run: 
 def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
                 shard: tuple[int, int] | None, leave_out: bool = False, rescore: bool = False
                 ) -> list[BatteryResult]:
-    try:  # before any trial: a folder that cannot be made is the recipe's, not a traceback
-        recipe.out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise RecipeError(f"{recipe.where('output_dir')}: output_dir: {unwritable_folder(recipe.out_dir, e)}; "
-                          f"choose another with --output_dir=DIR") from None
     if recipe.tracking.enabled:
         check_tracking_server(recipe.tracking.uri)
     planned_all = preflight(recipe, list_missing=leave_out)
@@ -591,6 +586,13 @@ def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
     check_budget(recipe, planned)
     if not offline():
         verify_api_models(planned)
+    # after the checks of bad input (which leave no folder behind), before any trial: a folder
+    # that cannot be made is the recipe's error, not a traceback
+    try:
+        recipe.out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise RecipeError(f"{recipe.where('output_dir')}: output_dir: {unwritable_folder(recipe.out_dir, e)}; "
+                          f"choose another with --output_dir=DIR") from None
     budget = None
     if recipe.budget_usd is not None:  # every battery of the recipe, other shards' included
         everyone, _, _ = planned_all

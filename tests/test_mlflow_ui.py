@@ -1,6 +1,6 @@
 """The MLflow UI in a real browser, as a new user meets it: `gestalt recipe` with three models, then
-`gestalt ui` and headless Chromium in a fresh profile. Home -> the experiment lands on the runs
-table (not the GenAI overview) with each task's headline and its interval as columns, the
+`gestalt ui` and headless Chromium in a fresh profile. The Experiments list -> the experiment lands
+on the runs table (not the GenAI overview) with each task's headline and its interval as columns, the
 sidebar's Runs view too; the experiment's summary run shows the matrix one click further; the
 registered scorecard is a table; runs of different models have different colours."""
 
@@ -31,12 +31,13 @@ def test_a_fresh_browser_finds_the_answer_from_home(tmp_path):
     (summary,) = client.search_runs([exp.experiment_id], "tags.`gestalt.summary` = 'true'")
     assert len(runs) == 3 and len({r.data.tags["mlflow.runColor"] for r in runs}) == 3
     assert all(len(r.data.metrics) <= 40 for r in runs)
-    with ui(tmp_path) as url, Browser(width=2400) as page:
+    # wide enough that the grid renders every column (it draws only those in view)
+    with ui(tmp_path) as url, Browser(width=3600) as page:
         base = base_of(url)
         registered = gestalt("register", runs[0].info.run_id, cwd=tmp_path)  # while the UI serves the store
         assert registered.returncode == 0, registered.stderr
         assert registered.stdout.strip().splitlines()[-1].startswith(f"{base}/#/models/")
-        page.goto(f"{base}/")  # Home, in a profile that has never seen MLflow
+        page.goto(f"{base}/#/experiments")  # the Experiments list, in a profile that has never seen MLflow
         page.click("gestalt")
         page.wait_for(f"location.hash.includes('/experiments/{exp.experiment_id}/runs')", "the runs table")
         page.wait_for("document.body.innerText.includes('Silhouette.B_ci_lower')", "the headline columns")
@@ -49,7 +50,7 @@ def test_a_fresh_browser_finds_the_answer_from_home(tmp_path):
                 assert len(repr(value)) <= 6, (name, value)  # rounded at logging, not 0.24240012...
                 assert shown(value) in table, (name, value)
         for name in HEADLINES:
-            assert name in table and f"{name}_ci_upper" in table
+            assert name in table and f"{name}_ci_upper" in table, table
         page.click("Runs", "a")  # the sidebar's view of the same table
         page.wait_for("document.body.innerText.includes('Silhouette.B_ci_upper')", "headline columns under Runs")
         page.click(summary.info.run_name)  # the second click: the matrix on the summary run's page

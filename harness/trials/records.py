@@ -27,8 +27,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..errors import GestaltError, naming_file
 from ..version import __version__
-from ..errors import GestaltError
 from ..readouts.parse import failed_call
 from ..stimuli.registry import TASK_ID_PATTERN
 from .distributed import file_lock
@@ -360,7 +360,7 @@ class RecordStore:
 
     def _rewrite(self, records: Iterable[dict]) -> None:
         tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
+        with naming_file(tmp), open(tmp, "w") as f:
             f.writelines(json.dumps(r, sort_keys=True) + "\n" for r in records)
             f.flush()
             os.fsync(f.fileno())
@@ -371,7 +371,7 @@ class RecordStore:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         payload = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
-        with self._lock(), open(self.path, "a") as f:
+        with self._lock(), naming_file(self.path), open(self.path, "a") as f:
             f.write(payload)
             f.flush()
             os.fsync(f.fileno())
