@@ -29,7 +29,7 @@ from .models.base import CAPABILITIES, ModelAdapter, ModelError, ModelSpec, NotR
 from .models.device import cpu_heap_wanted, long_lived_frozen
 from .models.registry import make_adapter
 from .models.weights import check_checkpoint
-from .readouts.base import Readout, UnknownReadoutOption
+from .readouts.base import Readout, SplitTooSmall, UnknownReadoutOption
 from .readouts.parse import failed_call
 from .readouts.registry import get_readout
 from .recipes import Recipe, RecipeError, did_you_mean
@@ -182,6 +182,9 @@ def build_readouts(recipe: Recipe, planned: list[Planned], stimsets: dict[str, S
                 key = e.keys[0]
                 place: tuple[str | int, ...] = (("task_options", task.task_id, "readout", key) if key in own
                                                  else ("models", i, "generation", key))
+                raise RecipeError(f"{recipe.where(*place)}: {'.'.join(map(str, place))}: {e}") from None
+            except SplitTooSmall as e:
+                place = ("task_options", task.task_id, "n_train")
                 raise RecipeError(f"{recipe.where(*place)}: {'.'.join(map(str, place))}: {e}") from None
             except (ValueError, TypeError) as e:
                 place = ("task_options", task.task_id, "readout") if own else ("models", i, "generation")

@@ -167,9 +167,24 @@ def test_ridge_rounds_and_clips_counts_but_not_scalars():
     assert [r.response for r in clipped.respond(Brightness(), scalars.test)][::3] == [1.0, 5.0]
 
 
-def test_ridge_needs_a_train_split():
-    with pytest.raises(ValueError, match="needs a probe-train split"):
-        RidgeProbe(series_count.build(None, n_train=0)).prepare(Brightness())
+@pytest.mark.parametrize("n_train", [0, 8])
+def test_ridge_needs_a_train_split_its_folds_can_divide(n_train):
+    """Refused when the readout is made (before any run), not after embedding the split."""
+    with pytest.raises(ValueError, match=f"ridge probe: {n_train} probe-train samples .* n_train >= 10"):
+        RidgeProbe(series_count.build(None, n_train=n_train))
+
+
+def test_a_probe_train_split_too_small_for_its_folds_stops_the_recipe_at_its_line(tmp_path):
+    from harness.recipes import RecipeError, load_recipe
+    from harness.run import preflight
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("schema_version: 1\nname: small\nmodels:\n  - {id: m, source: timm, name: mobilenetv2_100, "
+                      "weights: random}\ntasks: [similarity.chart.series_count]\ntask_options:\n"
+                      "  similarity.chart.series_count: {n_train: 8, n_test: 10}\n"
+                      "tracking: {enabled: false}\n")
+    with pytest.raises(RecipeError, match=r"r.yaml:7: task_options.similarity.chart.series_count.n_train: .*8 probe"):
+        preflight(load_recipe(recipe))
 
 
 @pytest.mark.parametrize("options", [{"alphas": (0.0, 1.0)}, {"alphas": ()}, {"folds": 1}])

@@ -36,6 +36,11 @@ class UnknownReadoutOption(ValueError):
         self.keys = keys
 
 
+class SplitTooSmall(ValueError):
+    """The task's probe-train split is too small for the readout: the task's ``n_train`` option is
+    at fault (for every model), so preflight names that line."""
+
+
 class ReadoutSettings(Options):
     """A readout's settings: a recipe model's ``generation`` and ``task_options.<task>.readout``.
     Each readout declares a subclass, its fields typed (strictly, :mod:`harness.options`) and

@@ -23,7 +23,7 @@ import numpy as np
 
 from pydantic import Field
 
-from .base import Readout, ReadoutSettings, Response
+from .base import Readout, ReadoutSettings, Response, SplitTooSmall
 
 ALPHAS = tuple(float(a) for a in 10.0 ** np.arange(-3.0, 6.5, 0.5))
 FOLDS = 5
@@ -106,6 +106,9 @@ class RidgeProbe(Readout):
         if not self.alphas or min(self.alphas) <= 0 or int(self.folds) < 2:
             raise ValueError(f"{stimset.task_id}: ridge probe needs alphas > 0 and folds >= 2, got "
                              f"alphas {self.alphas}, folds {self.folds}")
+        if len(stimset.train) < 2 * int(self.folds):  # each fold needs two samples to score a penalty
+            raise SplitTooSmall(f"ridge probe: {len(stimset.train)} probe-train samples is too few for "
+                                f"{self.folds}-fold cross-validation; set n_train >= {2 * int(self.folds)}")
         is_count = stimset.response_space == "count"
         self.round = options.get("round", is_count)
         clip = options.get("clip")
@@ -115,8 +118,6 @@ class RidgeProbe(Readout):
 
     def prepare(self, model) -> None:
         train = self.stimset.train
-        if not train:
-            raise ValueError(f"{self.stimset.task_id}: ridge probe needs a probe-train split")
         x = self.embed_all(model, train)
         y = np.array([float(s.ground_truth) for s in train])
         self.probe = RidgeCV(self.alphas, self.folds, seed=self.stimset.seed).fit(x, y)
