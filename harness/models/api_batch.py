@@ -9,15 +9,17 @@ from its result.
 - ``anthropic``: Message Batches, ``POST /v1/messages/batches``, polled with
   ``GET /v1/messages/batches/<id>``; answers from its ``results_url`` (JSONL).
 - ``google``: Gemini batch mode, ``POST /v1beta/models/<model>:batchGenerateContent`` with the
-  requests inline, polled with ``GET /v1beta/batches/<id>``, whose output holds the answers.
+  requests inline, polled with ``GET /v1beta/batches/<id>``, whose output holds the answers. An
+  inline batch must be under 20 MB: a larger set of requests goes as several batches, each cut by
+  its serialized size; a request over the cap alone is not sent (a rejected request naming its trial).
 
 Each request is exactly the one the synchronous call would send; its ``custom_id`` (Gemini: the
 ``metadata.key``) is the trial id, or where the vendor restricts the characters (Anthropic) a
 digest of it. Before submitting, ``records/<task>.batch.json`` is written with the requests'
-digests; the batch id is added the moment the vendor returns it. A rerun that finds the file polls
-that batch again and never submits another; one that finds a submission without an id (the
-process ended while the vendor was answering it) stops, naming the file, rather than risk paying
-twice. The file is removed once every answer is recorded.
+digests and the requests of each batch; each batch's id is added the moment the vendor returns it.
+A rerun that finds the file polls those batches again and never submits another; one that finds a
+submission without an id (the process ended while the vendor was answering it) stops, naming the
+file, rather than risk paying twice. The file is removed once every answer is recorded.
 
 A trial the batch did not answer (an errored, expired or cancelled item, the whole batch failing,
 or a trial pending but not in the stored batch: the recipe changed after submission) is a failed
