@@ -11,7 +11,8 @@ for Gemini, whose SDK types describe the parsed form, passed through google-gena
 converter before it is sent; submissions are checked against the SDKs' request parameter types.
 Each item of a batch is answered as the synchronous endpoint would answer it. A batch reports
 itself running for ``polls_running`` status requests, then ended. The first ``fail_first`` items
-of each batch submitted error, with the vendor's error for an overloaded or failing server.
+of each batch submitted error, with the vendor's error for an overloaded or failing server. A Gemini
+inline batch whose request body is over the documented 20 MB is refused with a 400, as the vendor does.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pydantic import TypeAdapter
 from tests.fake_vendor_server import VENDORS, FakeVendorServer
 
 GOOGLE_BATCH = re.compile(r"^/v1beta/models/(?P<model>[^/:]+):batchGenerateContent$")
+GOOGLE_INLINE_BYTES = 20_000_000  # ai.google.dev/gemini-api/docs/batch-mode: inline requests "under 20MB"
 
 
 class FakeBatchServer(FakeVendorServer):
@@ -51,6 +53,9 @@ class FakeBatchServer(FakeVendorServer):
             ok, sent = self._auth_ok(vendor, h.headers)
             if not ok:
                 return self._send(h, 401, {"error": {"message": f"Incorrect API key provided: {sent}"}})
+            if vendor == "google" and len(raw) > GOOGLE_INLINE_BYTES:
+                return self._send(h, 400, {"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": (
+                    f"Request payload size exceeds the limit: {GOOGLE_INLINE_BYTES} bytes.")}})
             try:
                 return self._submit(h, vendor, path, raw)
             except (KeyError, ValueError, TypeError) as e:

@@ -82,7 +82,7 @@ def test_a_process_killed_after_submission_polls_the_same_batch_on_rerun(tmp_pat
                 proc.kill()
         ((_, batch_id, _),) = server.submissions
         state = json.loads((tmp_path / STATE).read_text())
-        assert state["batch_id"] == batch_id and len(state["requests"]) == life.TRIALS
+        assert [b["id"] for b in state["batches"]] == [batch_id] and len(state["requests"]) == life.TRIALS
         assert not life.record_lines(tmp_path)
 
         server.polls_running = 0  # the batch has ended meanwhile
@@ -103,7 +103,7 @@ def test_a_submission_without_a_stored_id_is_never_repeated(tmp_path):
         state = tmp_path / STATE
         state.parent.mkdir(parents=True)
         state.write_text(json.dumps({"provider": "openai", "model": "gpt-4o-2024-08-06", "nonce": "ab12",
-                                     "batch_id": None, "requests": {}}))
+                                     "batches": [{"id": None, "requests": []}], "requests": {}, "rejected": {}}))
         code, _, err = life.cli(path)
         assert code != 0 and not server.submissions and not server.requests
     assert str(state) in err and "gestalt_batch" in err and "delete the file to submit again" in err
@@ -217,3 +217,56 @@ def test_a_results_download_cut_off_is_read_again_by_the_rerun(tmp_path, vendor)
         assert code == 0, err[-2000:]
         assert len(server.submissions) == 1  # the same batch, read again: never submitted twice
     assert len(life.record_lines(tmp_path)) == life.TRIALS
+
+
+def noise(side: int, seed: int):
+    """An image whose PNG does not compress: its inline size is about 4/3 of its pixels' bytes."""
+    import numpy as np
+    from PIL import Image
+
+    return Image.fromarray(np.random.default_rng(seed).integers(0, 256, (side, side, 3), dtype=np.uint8))
+
+
+def test_gemini_inline_batches_are_split_under_the_20_mb_cap_and_resumed_together(tmp_path, monkeypatch):
+    """Gemini takes an inline batch only under 20 MB (the stand-in refuses a larger body with a 400,
+    as the vendor does). Seven ~5.3 MB images go as several batches, each body under the cap; a
+    process killed while waiting polls every one of them again without submitting; each answer
+    reaches its own trial. A single request over the cap is recorded as a rejected request naming
+    its trial, and the others are still sent."""
+    from harness.models.api import APIModel
+    from harness.models.api_batch import BatchJob
+    from harness.models.base import ModelSpec
+    from harness.readouts.parse import api_error_status, failed_call
+
+    monkeypatch.setenv(life.ENV_KEY, life.KEY)
+    settings = {"max_new_tokens": 40, "seed": 0}
+    images = [noise(1150, i) for i in range(7)] + [noise(2600, 7)]  # the last alone is ~27 MB inline
+    prompts = [f"Which one, {i}?" for i in range(len(images))]
+    trials = [f"t|s{i}|m|rep0" for i in range(len(images))]
+    with FakeBatchServer(key=life.KEY, answer=lambda p: f"answer to {p}", polls_running=10**6) as server:
+        model = APIModel(ModelSpec(id="m", source="api", name=MODELS["google"], options={
+            "base_url": server.url, "api_key_env": life.ENV_KEY, "batch": True, "batch_poll_s": 0}))
+        state = tmp_path / "t.batch.json"
+        echoed: list[str] = []
+        job = BatchJob(model, state, echoed.append)
+        job.expect(trials)
+        job.collector().generate_many(images, prompts, settings)
+        job.submit()  # the process is killed here, while the batches run
+        submitted = [batch_id for _, batch_id, _ in server.submissions]
+        # the stand-in refuses a body over the cap, so each batch it holds was under it
+        assert len(submitted) >= 3 and sum(n for _, _, n in server.submissions) == 7
+        assert [b["id"] for b in json.loads(state.read_text())["batches"]] == submitted
+        assert any(trials[-1] in line and "20 MB" in line for line in echoed)
+
+        server.polls_running = 0
+        rerun = BatchJob(model, state, echoed.append)
+        assert rerun.submitted
+        rerun.wait()
+        answers = rerun.answerer().generate_many(images, prompts, settings)
+        assert len(server.submissions) == len(submitted) and set(server.polls) == set(submitted)
+        assert not server.requests
+    assert [a.text for a in answers[:7]] == [f"answer to {p}" for p in prompts[:7]]
+    assert {a.extras["batch"] for a in answers[:7]} == set(submitted)
+    big = answers[-1]
+    assert big.text is None and trials[-1] in big.error and "20 MB" in big.error
+    assert not failed_call(api_error_status(big.error))  # the same request is refused again: final

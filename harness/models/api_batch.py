@@ -9,15 +9,17 @@ from its result.
 - ``anthropic``: Message Batches, ``POST /v1/messages/batches``, polled with
   ``GET /v1/messages/batches/<id>``; answers from its ``results_url`` (JSONL).
 - ``google``: Gemini batch mode, ``POST /v1beta/models/<model>:batchGenerateContent`` with the
-  requests inline, polled with ``GET /v1beta/batches/<id>``, whose output holds the answers.
+  requests inline, polled with ``GET /v1beta/batches/<id>``, whose output holds the answers. An
+  inline batch must be under 20 MB: a larger set of requests goes as several batches, each cut by
+  its serialized size; a request over the cap alone is not sent (a rejected request naming its trial).
 
 Each request is exactly the one the synchronous call would send; its ``custom_id`` (Gemini: the
 ``metadata.key``) is the trial id, or where the vendor restricts the characters (Anthropic) a
 digest of it. Before submitting, ``records/<task>.batch.json`` is written with the requests'
-digests; the batch id is added the moment the vendor returns it. A rerun that finds the file polls
-that batch again and never submits another; one that finds a submission without an id (the
-process ended while the vendor was answering it) stops, naming the file, rather than risk paying
-twice. The file is removed once every answer is recorded.
+digests and the requests of each batch; each batch's id is added the moment the vendor returns it.
+A rerun that finds the file polls those batches again and never submits another; one that finds a
+submission without an id (the process ended while the vendor was answering it) stops, naming the
+file, rather than risk paying twice. The file is removed once every answer is recorded.
 
 A trial the batch did not answer (an errored, expired or cancelled item, the whole batch failing,
 or a trial pending but not in the stored batch: the recipe changed after submission) is a failed
@@ -49,6 +51,9 @@ from .base import Generation, ModelError
 
 log = logging.getLogger(__name__)
 
+# ai.google.dev/gemini-api/docs/batch-mode: inline requests keep "the total request size under 20MB"
+# (read as 20e6 bytes, the lower of its two readings); a larger battery goes as several batches.
+GOOGLE_INLINE_BYTES = 20_000_000
 POLL_S = 60.0  # between status requests (options.batch_poll_s); batches take minutes to hours
 OPENAI_ENDED = {"completed", "failed", "expired", "cancelled"}
 GOOGLE_ENDED = {"BATCH_STATE_SUCCEEDED", "BATCH_STATE_FAILED", "BATCH_STATE_CANCELLED", "BATCH_STATE_EXPIRED",
@@ -112,45 +117,82 @@ class BatchJob:
         tmp.replace(self.path)
 
     def submit(self) -> None:
-        """Send the collected requests as one batch; the state file holds its id before this returns."""
+        """Send the collected requests as one batch, or for Gemini as several inline batches each under
+        its 20 MB cap; the state file holds each batch's id before this returns."""
         if not self._requests:
             return
         m = self.model
         nonce = uuid.uuid4().hex
-        self.state = {"provider": m.provider, "model": m.model, "nonce": nonce, "batch_id": None,
+        parts, rejected = self._parts(f"gestalt-{nonce}-{len(self._requests)}")  # the longest name
+        self.state = {"provider": m.provider, "model": m.model, "nonce": nonce, "rejected": rejected,
                       "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                      "requests": {cid: digest for cid, (digest, _) in self._requests.items()}}
+                      "requests": {cid: digest for cid, (digest, _) in self._requests.items()},
+                      "batches": [{"id": None, "requests": part} for part in parts]}
         self._save()
-        try:
-            batch_id = {"openai": self._submit_openai, "anthropic": self._submit_anthropic,
-                        "google": self._submit_google}[m.provider](nonce)
-        except _Terminal as e:  # the vendor answered with an error: no batch exists
-            self.path.unlink()
-            raise ModelError(f"model {m.spec.id!r}: the batch submission was refused ({e.code}: {e.detail})") from None
-        except _Retryable as e:
-            if e.code.startswith("http_"):  # answered, with an error: no batch exists
-                self.path.unlink()
-            raise ModelError(f"model {m.spec.id!r}: the batch submission failed ({e.code}: {e.detail}); "
-                             f"{self._unknown_hint()}") from None
-        self.state["batch_id"] = batch_id
-        self._save()
-        self.echo(f"{m.spec.id}: submitted batch {batch_id} ({len(self._requests)} requests, "
-                  f"{m.provider} batch prices); its id is kept in {self.path}")
+        for why in rejected.values():
+            self.echo(f"{m.spec.id}: not sent: {why.removeprefix('request: ')}")
+        for i, batch in enumerate(self.state["batches"]):
+            try:
+                batch["id"] = {"openai": self._submit_openai, "anthropic": self._submit_anthropic,
+                               "google": self._submit_google}[m.provider](self._name(i), batch["requests"])
+            except (_Terminal, _Retryable) as e:
+                answered = isinstance(e, _Terminal) or e.code.startswith("http_")  # no batch exists
+                if answered:
+                    del self.state["batches"][i:]
+                else:  # this one may exist; those after it were never sent
+                    del self.state["batches"][i + 1:]
+                if not self.state["batches"]:
+                    self.path.unlink()
+                else:  # the batches sent stay: the rerun polls them, the trials of the others are failed calls
+                    self._save()
+                what = "refused" if isinstance(e, _Terminal) else "failed"
+                raise ModelError(f"model {m.spec.id!r}: the batch submission was {what} ({e.code}: {e.detail}); "
+                                 f"{self._unknown_hint(answered)}") from None
+            self._save()
+            self.echo(f"{m.spec.id}: submitted batch {batch['id']} ({len(batch['requests'])} requests, "
+                      f"{m.provider} batch prices); its id is kept in {self.path}")
 
-    def _unknown_hint(self) -> str:
-        if self.path.exists():
-            return (f"whether the vendor created the batch is unknown, so {self.path} stays and a rerun "
-                    f"stops until it is resolved")
-        return "nothing was submitted; a rerun submits again"
+    def _parts(self, name: str) -> tuple[list[list[str]], dict[str, str]]:
+        """The custom ids of each batch to submit, and the requests refused before sending (with
+        their error): one batch, except Gemini's inline ones, cut where the next request would take
+        the serialized body over the cap, and none holding a request that alone is over it."""
+        if self.model.provider != "google":
+            return [list(self._requests)], {}
+        parts: list[list[str]] = [[]]
+        rejected: dict[str, str] = {}
+        empty = len(self._google_body(name, []))
+        size = empty
+        for cid, (_, body) in self._requests.items():
+            item = len(json.dumps(self._google_item(cid, body)))
+            if empty + item > GOOGLE_INLINE_BYTES:
+                rejected[cid] = (f"request: the request for trial {cid} is {item / 1e6:.1f} MB, over Gemini's "
+                                 f"{GOOGLE_INLINE_BYTES / 1e6:.0f} MB cap on an inline batch")
+                continue
+            if parts[-1] and size + len(", ") + item > GOOGLE_INLINE_BYTES:
+                parts.append([])
+                size = empty
+            size += item + (len(", ") if parts[-1] else 0)
+            parts[-1].append(cid)
+        return [p for p in parts if p], rejected
+
+    def _unknown_hint(self, answered: bool) -> str:
+        if not self.path.exists():
+            return "nothing was submitted; a rerun submits again"
+        if answered:
+            return (f"the batches submitted before it are kept in {self.path}: a rerun polls them, and the run "
+                    f"after it sends the rest")
+        return (f"whether the vendor created the batch is unknown, so {self.path} stays and a rerun "
+                f"stops until it is resolved")
 
     def _json_post(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
         return self.model._send("POST", url, {"content-type": "application/json", **self.model._headers()},
                                 json.dumps(body).encode())
 
-    def _submit_openai(self, nonce: str) -> str:
+    def _submit_openai(self, name: str, cids: list[str]) -> str:
         m = self.model
+        nonce = self.state["nonce"]
         lines = "".join(json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions",
-                                    "body": body}) + "\n" for cid, (_, body) in self._requests.items())
+                                    "body": self._requests[cid][1]}) + "\n" for cid in cids)
         boundary = f"gestalt-{nonce}"
         form = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n"
                 f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{nonce}.jsonl\"\r\n"
@@ -162,31 +204,50 @@ class BatchJob:
             "metadata": {"gestalt_batch": nonce}})
         return str(batch["id"])
 
-    def _submit_anthropic(self, nonce: str) -> str:
+    def _submit_anthropic(self, name: str, cids: list[str]) -> str:
         batch = self._json_post(f"{self.model.base_url}/v1/messages/batches", {"requests": [
-            {"custom_id": cid, "params": body} for cid, (_, body) in self._requests.items()]})
+            {"custom_id": cid, "params": self._requests[cid][1]} for cid in cids]})
         return str(batch["id"])
 
-    def _submit_google(self, nonce: str) -> str:
+    @staticmethod
+    def _google_item(cid: str, body: dict[str, Any]) -> dict[str, Any]:
+        return {"request": body, "metadata": {"key": cid}}
+
+    def _google_body(self, name: str, cids: list[str]) -> bytes:
+        """The serialized batchGenerateContent body (measured against the inline cap as sent)."""
+        return json.dumps({"batch": {"displayName": name, "inputConfig": {"requests": {"requests": [
+            self._google_item(cid, self._requests[cid][1]) for cid in cids]}}}}).encode()
+
+    def _submit_google(self, name: str, cids: list[str]) -> str:
         m = self.model
         model = urllib.parse.quote(m.model, safe=".-_")
-        op = self._json_post(f"{m.base_url}/v1beta/models/{model}:batchGenerateContent", {"batch": {
-            "displayName": f"gestalt-{nonce}", "inputConfig": {"requests": {"requests": [
-                {"request": body, "metadata": {"key": cid}} for cid, (_, body) in self._requests.items()]}}}})
+        op = m._send("POST", f"{m.base_url}/v1beta/models/{model}:batchGenerateContent",
+                     {"content-type": "application/json", **m._headers()}, self._google_body(name, cids))
         return str(op["name"])  # batches/<id>
 
     # -- waiting and answering ---------------------------------------------------------------
     def wait(self) -> None:
-        """Poll the stored batch until it ends, then read every item's answer."""
+        """Poll each stored batch until it ends, then read every item's answer."""
         m = self.model
         if not self.state:  # nothing was collected, so nothing was sent
             return
-        batch_id = self.state.get("batch_id")
-        if not batch_id:
-            raise ModelError(f"model {m.spec.id!r}: {self.path} records a batch submission that ended "
-                             f"before the vendor returned its id; look for it in the vendor's batch list "
-                             f"(OpenAI metadata gestalt_batch / Gemini display name gestalt-{self.state.get('nonce')}) "
-                             f"and write its id as batch_id in that file, or delete the file to submit again")
+        for i, batch in enumerate(self.state["batches"]):
+            if not batch["id"]:
+                raise ModelError(
+                    f"model {m.spec.id!r}: {self.path} records a batch submission that ended before the vendor "
+                    f"returned its id; look for it in the vendor's batch list (OpenAI metadata gestalt_batch "
+                    f"{self.state['nonce']} / Gemini display name {self._name(i)}) and write its id as that "
+                    f"batch's id in the file, or delete the file to submit again")
+        for cid, why in self.state["rejected"].items():
+            self._answers[self.state["requests"][cid]].append(Generation(text=None, error=why))
+        for batch in self.state["batches"]:
+            self._wait_one(batch["id"], batch["requests"])
+
+    def _name(self, i: int) -> str:
+        return f"gestalt-{self.state['nonce']}-{i}"
+
+    def _wait_one(self, batch_id: str, cids: list[str]) -> None:
+        m = self.model
         poll_s = float(m.options.get("batch_poll_s", POLL_S))
         status_url = {"openai": f"{m.base_url}/batches/{batch_id}",
                       "anthropic": f"{m.base_url}/v1/messages/batches/{batch_id}",
@@ -208,12 +269,12 @@ class BatchJob:
         except (_Terminal, _Retryable) as e:
             raise ModelError(f"model {m.spec.id!r}: could not read the results of batch {batch_id} "
                              f"({e.code}: {e.detail}); a rerun reads them again") from None
-        for cid, digest in self.state["requests"].items():
+        for cid in cids:
             gen = results.get(cid) or Generation(text=None, error=f"batch_{status}: no result for this request")
             gen.extras["batch"] = batch_id
             if gen.usage:  # billed at the batch rates (api_costs.cost_usd)
                 gen.usage["batch"] = 1
-            self._answers[digest].append(gen)
+            self._answers[self.state["requests"][cid]].append(gen)
 
     def _status(self, batch: dict[str, Any]) -> str | None:
         """The batch's final status, or None while it runs."""
@@ -320,7 +381,8 @@ class BatchJob:
                 gen.settings_dropped = dict(plan.dropped)
                 out.append(gen)
             else:  # not in the stored batch (the recipe changed since): the next run's batch sends it
-                out.append(Generation(text=None, error=f"batch_missing: not in batch {self.state.get('batch_id')}",
+                sent = ", ".join(b["id"] for b in self.state["batches"]) or "none"
+                out.append(Generation(text=None, error=f"batch_missing: not in the batches sent ({sent})",
                                       settings_dropped=dict(plan.dropped)))
         return out
 
