@@ -119,3 +119,10 @@ def test_sizes_come_from_headers_and_pickles_without_tensors(tmp_path):
     assert stored([tmp_path / "c.pt"]) == Stored(17, 58)
     (tmp_path / "d.pt").write_bytes(b"not a checkpoint")
     assert stored([tmp_path / "d.pt"]) is None
+
+
+def test_the_docs_state_the_headroom_the_check_uses():
+    from tests.conftest import REPO
+
+    text = " ".join((REPO / "docs" / "scale.md").read_text().split())
+    assert f"**weights x {memory.HEADROOM:g} + {memory.MARGIN // GiB} GiB**" in text
