@@ -126,3 +126,8 @@ def test_the_docs_state_the_headroom_the_check_uses():
 
     text = " ".join((REPO / "docs" / "scale.md").read_text().split())
     assert f"**weights x {memory.HEADROOM:g} + {memory.MARGIN // GiB} GiB**" in text
+
+
+def test_a_small_model_reads_in_mib():
+    assert Fit("float32", "cpu", Stored(3_539_036, 14_156_352), 8 * GiB).line() == \
+        "weights: 13.5 MiB at float32, needs >= 1.02 GiB on cpu of 8.00 GiB: fits"

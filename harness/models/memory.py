@@ -107,7 +107,8 @@ def needed(weight_bytes: int) -> int:
 
 
 def gib(n: int) -> str:
-    return f"{n / GiB:.2f} GiB"
+    """Bytes in GiB, or in MiB below one GiB (a small model would read 0.00 GiB)."""
+    return f"{n / GiB:.2f} GiB" if n >= GiB else f"{n / (1 << 20):.1f} MiB"
 
 
 @dataclass(frozen=True)
