@@ -27,6 +27,7 @@ from .models.api_costs import (USAGE_METRICS, Budget, BudgetReached, Price, batt
                                estimate_input_tokens, price_of, spend, task_usage)
 from .models.base import CAPABILITIES, ModelAdapter, ModelError, ModelSpec, NotReady, fingerprint_hash
 from .models.device import cpu_heap_wanted, long_lived_frozen
+from .models.memory import Fit, adapter_fit
 from .models.registry import make_adapter
 from .models.weights import check_checkpoint
 from .readouts.base import Readout, SplitTooSmall, UnknownReadoutOption
@@ -90,6 +91,7 @@ class Planned:
     missing: str | None = None  # why the model cannot be resolved yet (a dry run lists it)
     not_ready: bool = False  # missing only until its fix (a key, fetched weights): a run leaves it out
     settings_dropped: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> {name: value}
+    fit: Fit | None = None  # its weights' size against its device's memory (None: no weight files)
 
 
 @dataclass
@@ -228,6 +230,10 @@ def preflight(recipe: Recipe, *, list_missing: bool = False
             p.adapter.check()  # resolves the name (and offline weights) without loading them
         except ModelError as e:
             p.missing, p.not_ready = str(e), isinstance(e, NotReady)
+            continue
+        p.fit = adapter_fit(p.adapter)  # weights that cannot fit are refused before any model loads
+        if p.fit is not None and (refused := p.fit.refusal(p.model.id)):
+            p.missing = refused
             continue
         for task_id, readout in p.readouts.items():  # settings the model cannot take:
             if dropped := readout.preflight(p.adapter):  # refused, or dropped and logged
@@ -442,6 +448,8 @@ def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, St
     for p in planned:
         lines.append(f"model {p.model.id} [{p.model.ref} weights={p.model.weights}]"
                      + (" NOT READY (listed below)" if p.missing else ""))
+        if p.fit is not None:
+            lines.append(f"  {p.fit.line()}")
         api = p.adapter if isinstance(p.adapter, APIModel) else None
         jobs = []  # an API model's calls to run per task
         extracting: dict[str, tuple[Any, list]] = {}  # the same, of each API answer extractor

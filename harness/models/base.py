@@ -31,6 +31,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -169,6 +170,17 @@ class ModelAdapter:
     def fetch(self) -> str:
         """Download weights into local caches (Docker build step); returns what it did."""
         return f"{self.spec.id}: nothing to fetch"
+
+    def weight_files(self) -> list[Path] | None:
+        """The files its weights load from, found without reading them: [] where they are not here
+        yet (not fetched); None where no file holds them (an API model, random initialisation, a
+        library's own download)."""
+        return None
+
+    @property
+    def weights_dtype(self) -> str:
+        """The dtype its weights load in: the entry's ``dtype`` ("auto": as stored)."""
+        return self.spec.dtype
 
     def to(self, device: str) -> ModelAdapter:
         """Place the model; called once before its first capability call."""

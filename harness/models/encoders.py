@@ -28,6 +28,7 @@ from ..options import PathOption
 from .base import ModelAdapter, ModelError, ModelSpec, NotReady
 from .device import (BatchOptions, BatchSizer, autocast, compute_precision, is_conv_net, is_cuda, place, planned_device,
                      to_device)
+from .memory import hf_weight_files
 from .weights import check_keys, checkpoint_keys, load_by_order, pypi_weights
 
 
@@ -170,6 +171,10 @@ class TorchEncoder(ModelAdapter):
 
         # "auto": the weights' own precision for encoders is float32
         return torch.float32 if self.spec.dtype == "auto" else getattr(torch, self.spec.dtype)
+
+    @property
+    def weights_dtype(self) -> str:
+        return "float32" if self.spec.dtype == "auto" else self.spec.dtype
 
     @property
     def precision(self) -> str:
@@ -315,20 +320,34 @@ class TimmEncoder(TorchEncoder):
         return fp
 
     def _hub_cached(self) -> bool:
-        """Whether the Hugging Face cache holds a weight file timm would read for ``weights: hub``
-        (its ``.safetensors`` alternative or the file itself); True where timm fetches from a
-        URL instead, which this cannot see."""
+        """Whether the Hugging Face cache holds a weight file timm would read for ``weights: hub``;
+        True where timm fetches from a URL instead, which this cannot see."""
+        files = self._hub_files()
+        return files is None or bool(files)
+
+    def _hub_files(self) -> list[Path] | None:
+        """The cached weight file timm reads for ``weights: hub`` (its ``.safetensors`` alternative
+        or the file itself), [] where none is cached; None where timm fetches from a URL."""
         import timm
         from huggingface_hub import try_to_load_from_cache
 
         cfg = timm.models.get_pretrained_cfg(self.spec.name)
         hub_id = self.spec.options.get("hf_hub_id") or getattr(cfg, "hf_hub_id", None)
         if not hub_id:
-            return True
+            return None
         name = getattr(cfg, "hf_hub_filename", None) or "pytorch_model.bin"
-        files = [name, *(["model.safetensors"] if name == "pytorch_model.bin" else
-                         [name[:-4] + ".safetensors"] if name.endswith(".bin") else [])]
-        return any(isinstance(try_to_load_from_cache(hub_id, f, revision=self.spec.revision), str) for f in files)
+        files = [*(["model.safetensors"] if name == "pytorch_model.bin" else
+                   [name[:-4] + ".safetensors"] if name.endswith(".bin") else []), name]
+        cached = (try_to_load_from_cache(hub_id, f, revision=self.spec.revision) for f in files)
+        return next(([Path(c)] for c in cached if isinstance(c, str)), [])
+
+    def weight_files(self) -> list[Path] | None:
+        w = self.spec.weights
+        if (pkg := pypi_weights(w)) is not None:
+            return [pkg.path()] if pkg.path().is_file() else []
+        if w == "hub":
+            return self._hub_files()
+        return [Path(w)] if w not in (None, "random") and Path(w).is_file() else None
 
     def _hub_kwargs(self) -> dict[str, Any]:
         s = self.spec
@@ -479,6 +498,9 @@ class HFVisionEncoder(TorchEncoder):
             return out.pooler_output.flatten(1)
         hidden = out.last_hidden_state
         return hidden.mean(dim=1) if pooling == "mean" else hidden[:, 0]
+
+    def weight_files(self) -> list[Path]:
+        return hf_weight_files(self.spec.name, self.spec.revision)
 
     def fetch(self) -> str:
         from huggingface_hub import snapshot_download

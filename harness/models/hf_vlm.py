@@ -34,6 +34,7 @@ from pydantic import Field
 
 from .base import Generation, ModelAdapter, ModelError, ModelSpec, NotReady
 from .device import BatchOptions, BatchSizer, autocast, compute_precision, is_cuda, planned_device, to_device
+from .memory import hf_weight_files
 
 ADAPTER_VERSION = "1"  # bump when the prompt assembly or decoding changes
 
@@ -162,6 +163,9 @@ class HFVLM(ModelAdapter):
 
         path = snapshot_download(self.spec.name, revision=self.spec.revision)
         return f"{self.spec.id}: fetched {self.spec.name}@{self.spec.revision} -> {path}"
+
+    def weight_files(self) -> list[Path]:
+        return hf_weight_files(self.spec.name, self.spec.revision)
 
     def to(self, device: str) -> HFVLM:
         self.device = self._placed = device

@@ -20,6 +20,7 @@ import pickle
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .base import ModelError
 
@@ -152,32 +153,68 @@ class _KeysOnly(pickle.Unpickler):
         return None
 
 
+class _Storages(_KeysOnly):
+    """:class:`_KeysOnly` that also notes each storage torch.save names: its type and size."""
+
+    def __init__(self, file: Any) -> None:
+        super().__init__(file)
+        self.storages: dict[str, tuple[str, int]] = {}
+        self.object: object = None  # what the pickle holds, its tensors placeholders
+
+    def find_class(self, module, name):
+        return name if module == "torch" and name.endswith("Storage") else super().find_class(module, name)
+
+    def persistent_load(self, pid):
+        # ("storage", storage type, key, location, element count[, view]) in both formats
+        if isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage":
+            self.storages[str(pid[2])] = (str(pid[1]), int(pid[4]))
+        return None
+
+
+def _read_pickle(path: Path) -> _Storages:
+    """torch.save's pickle read with every tensor a placeholder (raises where it cannot be)."""
+    import zipfile
+
+    with open(path, "rb") as f:
+        if zipfile.is_zipfile(f):
+            with zipfile.ZipFile(f) as z:
+                pkl = next(n for n in z.namelist() if n == "data.pkl" or n.endswith("/data.pkl"))
+                with z.open(pkl) as data:
+                    reader = _Storages(data)
+                    reader.object = reader.load()
+                    return reader
+        f.seek(0)  # is_zipfile read from the end
+        for _ in range(3):  # legacy format: magic number, protocol, system info, then the object
+            pickle.load(f)
+        reader = _Storages(f)
+        reader.object = reader.load()
+        return reader
+
+
 def checkpoint_keys(path: Path) -> list[str] | None:
     """The names a checkpoint maps to tensors, read without its tensors: safetensors' JSON header,
     or torch.save's pickle with every tensor a placeholder. None where the file is not one flat
     mapping of names (a wrapped checkpoint, or anything the reading cannot follow)."""
-    import zipfile
-
     try:
-        with open(path, "rb") as f:
-            if path.suffix == ".safetensors":
+        if path.suffix == ".safetensors":
+            with open(path, "rb") as f:
                 header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
-                return [k for k in header if k != "__metadata__"]
-            if zipfile.is_zipfile(f):
-                with zipfile.ZipFile(f) as z:
-                    pkl = next(n for n in z.namelist() if n == "data.pkl" or n.endswith("/data.pkl"))
-                    with z.open(pkl) as data:
-                        obj = _KeysOnly(data).load()
-            else:  # legacy format: magic number, protocol, system info, then the object
-                f.seek(0)  # is_zipfile read from the end
-                for _ in range(3):
-                    pickle.load(f)
-                obj = _KeysOnly(f).load()
+            return [k for k in header if k != "__metadata__"]
+        obj = _read_pickle(path).object
     except Exception:  # noqa: BLE001 - unreadable here is left to the loader, which names its error
         return None
     if not isinstance(obj, dict) or not all(isinstance(k, str) for k in obj):
         return None
     return list(obj)
+
+
+def torch_pickle(path: Path) -> dict[str, tuple[str, int]] | None:
+    """A torch.save file's storages, key -> (storage type name, element count), none of them
+    read; None where the reading cannot follow the file."""
+    try:
+        return _read_pickle(path).storages
+    except Exception:  # noqa: BLE001 - unreadable here is left to the loader, which names its error
+        return None
 
 
 def check_keys(path: Path, found: list[str], expected: list[str], model: str) -> None:
