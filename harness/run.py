@@ -930,7 +930,9 @@ def summary_table(results: list[BatteryResult]) -> str:
             family = get_family(get_task(task_id).scoring)
             for s in family.headline_scores(scores):
                 d = family.decimals_of(s.name)
-                rows.append((r.model_id, task_id, s.name, value_interval(s, d) + mark, number(s.floor, d),
+                side = s.extra.get("censored")
+                shown = value_interval(s, d) + (f" censored {side}" if side else "") + mark
+                rows.append((r.model_id, task_id, s.name, shown, number(s.floor, d),
                              number(s.ceiling, d), f"{s.nulls}/{s.n + s.nulls}"))
         for task_id in r.unavailable:
             rows.append((r.model_id, task_id, "unavailable", "", "", "", ""))
@@ -984,7 +986,36 @@ def answer_lines(results: list[BatteryResult], boot: Bootstrap) -> list[str]:
         lines += _ranking_lines(task_id, ranking, family.decimals_of(ranking.score_name))
         lines += provisional
         lines += [f"  -     {r.model_id}  unavailable" for r in results if task_id in r.unavailable]
-    return lines
+    return lines + legend_lines(results)
+
+
+LEGEND_BAR = ("the value's position from the task's floor (0%) to its human ceiling where no model can pass",
+              "that ceiling, else to 1, the score's maximum (B can pass its ceiling: a reference); < below the floor")
+LEGEND_CENSORED = ("a capacity fitted beyond the tested series counts, shown at the grid's end (not its value),",
+                   "never ranked")
+
+
+def legend_lines(results: list[BatteryResult]) -> list[str]:
+    """Every score the table and the groups show, in words (one line per name; a name two
+    families use, such as B, once per meaning), what the bar spans, and what censored means."""
+    terms: dict[tuple[str, str], str] = {}  # (score, words) -> the first task showing it
+    for r in results:
+        for task_id, scores in r.scores.items():
+            family = get_family(get_task(task_id).scoring)
+            for s in family.headline_scores(scores):
+                words = family.term(s.name)
+                if words:
+                    terms.setdefault((s.name, words), task_id)
+    if not terms:
+        return []
+    meanings = Counter(name for name, _ in terms)
+    named = [(name if meanings[name] == 1 else f"{name} ({task.rsplit('.', 1)[-1]})", words)
+             for (name, words), task in terms.items()]
+    width = max(len(n) for n in [*(name for name, _ in named), "censored"])
+    rows = [*named, *(("bar" if i == 0 else "", w) for i, w in enumerate(LEGEND_BAR))]
+    if any(s.extra.get("censored") for r in results for scores in r.scores.values() for s in scores):
+        rows += [("censored" if i == 0 else "", w) for i, w in enumerate(LEGEND_CENSORED)]
+    return ["", "legend:", *(f"  {name:<{width}}  {words}" for name, words in rows)]
 
 
 def _provisional_line(r: BatteryResult, task_id: str, primary: tuple[str, ...]) -> str:

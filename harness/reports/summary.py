@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..tracking.batteries import SUMMARY_FINGERPRINT, SUMMARY_TAG, summary_url
+from ..scores.ranking import value_interval
 from ..scores.record import Score
 from ..scores.tasks import family_of
 from ..tracking.store import column_width, update_shared_view
@@ -54,11 +55,7 @@ def answer_text(task: str, scores: list[Score], groups: str) -> str:
     lead = None if family is None else family.lead_score(scores)
     if family is None or lead is None or lead.value is None:
         return "no headline score"
-    d = family.decimals_of(lead.name)
-    text = f"{lead.value:.{d}f}"
-    if lead.ci_low is not None and lead.ci_high is not None:
-        text += f" [{lead.ci_low:.{d}f}, {lead.ci_high:.{d}f}]"
-    text += f" {groups}" if groups else ""
+    text = f"{value_interval(lead, family.decimals_of(lead.name))} {groups}".rstrip()
     shown = [lead, *(s for s in scores if s.name in family.secondary)]
     return "; ".join([text, *(f"{s.name} censored {s.extra['censored']}" for s in shown
                               if s.extra.get("censored"))])

@@ -75,6 +75,8 @@ class Family:
     # across an experiment's models (the report)
     run_figures: tuple[str, ...] = ("scores",)
     report_figures: tuple[str, ...] = ()
+    # its headline scores in words, for the terminal's legend: fnmatch pattern -> what it measures
+    terms: dict[str, str] = field(default_factory=dict, hash=False)
 
     def score(self, records: list[dict], stimset: StimulusSet, boot: Bootstrap) -> list[Score]:
         """The scorer's scores; where the answers were read by a rule other than the paper's (the
@@ -115,6 +117,12 @@ class Family:
         name = f"{label[:1].upper()}{label[1:]}.{self.short.get(score_name, score_name)}"
         return f"{name}:{variant}" if variant else name
 
+    def term(self, score_name: str) -> str | None:
+        """What the score measures, in words, with its name in the runs table where it differs."""
+        words = next((w for p, w in self.terms.items() if fnmatchcase(score_name, p)), None)
+        short = self.short.get(score_name)
+        return None if words is None else f"{words}{f' (runs table: {short})' if short else ''}"
+
     def decimals_of(self, score_name: str) -> int:
         return self.decimals.get(score_name, 3)
 
@@ -122,25 +130,53 @@ class Family:
 FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("classification_vs_observers", "harness.scores.agreement:score_classification_vs_observers",
            ("B", "accuracy", "kappa", "kappa_pairwise"), primary=("B",), secondary=("kappa", "accuracy"),
-           run_figures=("scores", "confusion"), report_figures=("accuracy_vs_kappa", "texture_vs_shape")),
+           run_figures=("scores", "confusion"), report_figures=("accuracy_vs_kappa", "texture_vs_shape"),
+           terms={"B": "share of images on which the model gives the observers' modal (most frequent) answer",
+                  "accuracy": "share of images named correctly",
+                  "kappa": "error consistency: whether the model gets the same images wrong as the observers "
+                           "(0 = chance overlap)",
+                  "kappa_pairwise": "error consistency with each observer alone, averaged over observers"}),
     Family("odd_one_out", "harness.scores.odd_one_out:score_odd_one_out", ("B", "B_*", "individual_agreement"),
-           primary=("B",), secondary=("individual_agreement",)),
+           primary=("B",), secondary=("individual_agreement",),
+           terms={"B": "share of triplets on which the model picks the odd one out people picked most often",
+                  "B_*": "B against another human reference (named after B_)",
+                  "individual_agreement": "share of individual people's votes that match the model's pick"}),
     Family("capacity", "harness.scores.capacity:score_capacity",
            ("accuracy", "capacity", "capacity_in_band", "mae"), primary=("accuracy",),
            secondary=("capacity", "mae"), short={"accuracy": "acc"},
-           decimals={"capacity": 1, "capacity_in_band": 0, "mae": 2}, report_figures=("a_k",)),
+           decimals={"capacity": 1, "capacity_in_band": 0, "mae": 2}, report_figures=("a_k",),
+           terms={"accuracy": "share of charts whose colour series the model counts exactly",
+                  "mae": "mean absolute error of the count, in series",
+                  "capacity": "the series count at which the model's fitted accuracy curve falls through 0.5",
+                  "capacity_in_band": "1 when the capacity's whole 95% interval lies in people's 6-12 band, else 0"}),
     Family("chart6", "harness.scores.chart6:score_chart6",
            ("accuracy_all", "accuracy_valid", "valid_rate", "gap_all", "gap_valid", "error_r_valid",
             "error_r_all", "retest_r"), primary=("accuracy_all",), secondary=("accuracy_valid", "valid_rate"),
-           short={"accuracy_all": "acc"}, run_figures=("chart6",), report_figures=("chart6",)),
+           short={"accuracy_all": "acc"}, run_figures=("chart6",), report_figures=("chart6",),
+           terms={"accuracy_all": "share of presentations answered correctly, invalid answers counted wrong",
+                  "accuracy_valid": "share of valid answers that are correct",
+                  "valid_rate": "share of presentations with a valid answer",
+                  "gap_*": "model accuracy minus people's on the same items",
+                  "error_r_*": "Pearson r between the model's and people's accuracy per item",
+                  "retest_r": "the model's own split-half consistency per item"}),
     Family("shape_bias", "harness.scores.shape_bias:score_shape_bias",
            ("shape_bias", "shape_share", "texture_share", "B", "kappa"), primary=("shape_bias",),
-           run_figures=("shape_bias",), report_figures=("texture_vs_shape",)),
+           run_figures=("shape_bias",), report_figures=("texture_vs_shape",),
+           terms={"shape_bias": "share of shape answers among the shape and texture answers on cue-conflict images",
+                  "shape_share": "share of all answers naming the shape's class",
+                  "texture_share": "share of all answers naming the texture's class",
+                  "B": "share of images on which the model gives the observers' modal answer",
+                  "kappa": "error consistency with the observers (0 = chance overlap)"}),
     Family("mlae_vs_humans", "harness.scores.mlae:score_mlae_vs_humans",
            ("mlae", "mlae_midmean", "mlae_haehn", "mlae_minus_human", "mlae_midmean_minus_human",
             "gradcam_iou"), secondary=("mlae_minus_human",), decimals={"mlae": 2, "mlae_midmean": 2,
            "mlae_haehn": 2, "mlae_minus_human": 2, "mlae_midmean_minus_human": 2},
-           run_figures=("bars",), report_figures=("generalization_matrix",)),
+           run_figures=("bars",), report_figures=("generalization_matrix",),
+           terms={"mlae*_minus_human": "the model's error minus people's (below 0: more accurate than people)",
+                  "mlae": "log2 absolute error of the estimate (lower is better)",
+                  "mlae_midmean": "MLAE averaged over the middle half of the trials",
+                  "mlae_haehn": "MLAE in the form of Haehn et al.",
+                  "gradcam_iou": "overlap of the model's Grad-CAM map with the marked bars"}),
 ]}
 
 

@@ -1,0 +1,62 @@
+"""The terminal's answer read without the docs: a legend under the rank groups names each shown
+score in words and says what the bar spans; a censored value is marked in the score table as in
+the runs table and the report; every surface formats a score by the one rounding rule."""
+
+from dataclasses import replace
+
+from harness.run import BatteryResult, answer_lines, summary_table
+from harness.scores.tasks import Bootstrap, family_of
+from tests import test_answer_surfaces as A
+from tests import test_reports as T
+
+BOOT = Bootstrap(n_boot=200)
+
+
+def results() -> list[BatteryResult]:
+    """Two models on the synthetic battery; resnet-a's capacity censored below the tested range."""
+    return [BatteryResult(model, "run", scores=A.censored_below(level)) for model, level in
+            (("resnet-a", 0.2), ("vit-b", 0.6))]
+
+
+def legend(lines: list[str]) -> list[str]:
+    return lines[lines.index("legend:") + 1:]
+
+
+def test_a_legend_under_the_rank_groups_names_every_shown_score():
+    lines = answer_lines(results(), BOOT)
+    assert "legend:" in lines and lines.index("legend:") > lines.index(
+        next(ln for ln in lines if ln.startswith(T.SERIES)))  # under the groups
+    terms: dict[str, str] = {}
+    name = ""
+    for ln in legend(lines):  # a name two families use (B) has a line per meaning: 'B (silhouette)'
+        name = name if ln.startswith("   ") else ln.split()[0]  # an indented line continues the one above
+        terms[name] = f"{terms.get(name, '')} {ln.strip()}"
+    shown = {row.split()[2] for row in summary_table(results()).splitlines()[2:] if row.startswith(("resnet", "vit"))}
+    assert {"B", "kappa", "capacity", "capacity_in_band", "accuracy"} <= shown
+    assert shown <= set(terms), shown - set(terms)  # every score the table shows, in words
+    assert "modal" in terms["B"] and "6-12" in terms["capacity_in_band"]
+    assert "acc" in terms["accuracy"]  # its name in the runs table
+    bar = terms["bar"]
+    assert "floor" in bar and "human ceiling" in bar and "1" in bar
+    assert "censored" in terms
+
+
+def test_a_censored_value_is_marked_in_the_score_table():
+    rows = [row for row in summary_table(results()).splitlines() if " capacity " in row]
+    marked = [row for row in rows if row.startswith("resnet-a")]
+    assert len(marked) == 1 and "1.0 [1.0, 1.0] censored below" in marked[0]
+    assert not any("censored" in row for row in rows if row.startswith("vit-b"))
+
+
+def test_the_runs_table_answer_uses_the_shared_rounding_rule():
+    from harness.reports.summary import answer_text
+    from harness.scores.ranking import number, value_interval
+
+    scores = A.censored_below(0.6)[T.SIL]
+    lead = family_of(T.SIL).lead_score(scores)
+    assert lead is not None and answer_text(T.SIL, scores, "a") == f"{value_interval(lead)} a"
+    no_interval = [replace(s, ci_low=None, ci_high=None) if s is lead else s for s in scores]
+    assert answer_text(T.SIL, no_interval, "") == number(lead.value)
+    series = A.censored_below(0.2)[T.SERIES]
+    acc = family_of(T.SERIES).lead_score(series)
+    assert acc is not None and answer_text(T.SERIES, series, "b") == f"{value_interval(acc)} b; capacity censored below"
