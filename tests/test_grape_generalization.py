@@ -1,0 +1,122 @@
+"""GRAPE's CNN generalisation figure beside gestalt's networks: the digitised curves joined to the
+right config levels, the agreement recomputed from the data file by its own arithmetic, and the
+page and figures kept in step with that file."""
+
+from __future__ import annotations
+
+import csv
+import re
+
+import pytest
+from scipy.stats import spearmanr
+
+from benchmarks import grape_generalization as G
+from harness.stimuli.bars.grape import perturbation_levels
+from tests.conftest import MIRROR
+
+DIGITISED = MIRROR / "grape" / G.DIGITISED
+
+
+def test_each_curve_point_joins_the_config_level_it_was_drawn_at(sources):
+    """Where the paper's x axis is the level itself (bar width and stroke width in px, title font
+    size in pt), the point joined to a config level is the one drawn at that x."""
+    with DIGITISED.open(newline="") as f:
+        drawn = {(int(r["inferred_cm_type"]), r["parameter"], float(r["x_axis_value"])): float(r["cnn_mlae"])
+                 for r in csv.DictReader(f)}
+    curves = G.paper_curves(DIGITISED)
+    checked = 0
+    for t in (1, 3):  # bar types: the bar-width axis is the width in px
+        for lv in perturbation_levels(sources, t):
+            grape_name = {"bar_width": "barWidth", "stroke_width": "strokeWidth",
+                          "title_font_size": "titleFontSize"}.get(lv.parameter)
+            if grape_name:
+                assert curves[t][lv.parameter][lv.testdata] == drawn[(t, grape_name, float(lv.level))], lv
+                checked += 1
+    assert checked == 2 * (4 + 2 + 6)
+
+
+def test_the_paper_iid_is_the_curves_unperturbed_points(sources):
+    """Type 1's unperturbed points sit at MLAE -2.52 in every panel (bar width 7, stroke width 1, ...)."""
+    base = G.paper_iid(G.paper_curves(DIGITISED)[1], perturbation_levels(sources, 1))
+    assert base == pytest.approx(-2.523, abs=0.002)
+
+
+def test_an_unknown_parameter_in_the_digitised_file_is_named_with_its_line(tmp_path):
+    path = tmp_path / "curves.csv"
+    path.write_text(DIGITISED.read_text().replace("barWidth.svg,barWidth,", "barWidth.svg,barHeight,", 1))
+    with pytest.raises(SystemExit, match=r"curves.csv:37: unknown parameter 'barHeight'"):
+        G.paper_curves(path)
+
+
+def _nums(cell: str) -> list[float]:
+    return [float(x) for x in cell.split()]
+
+
+def _recomputed() -> dict[int, dict]:
+    """Per type: each parameter's paper and gestalt verdict and largest effects, and the Spearman rhos."""
+    rows = list(csv.DictReader(G.RESULTS.open(newline="")))
+    out: dict[int, dict] = {}
+    for t in sorted({int(r["chart_type"]) for r in rows}):
+        params: dict[str, dict] = {}
+        for r in rows:
+            if int(r["chart_type"]) != t or r["parameter"] == "iid" or not r["paper_mlae"]:
+                continue
+            p = params.setdefault(r["parameter"], {"paper": [], "delta": [], "low": []})
+            p["paper"].append(float(r["paper_mlae"]) - float(r["paper_iid_mlae"]))
+            p["delta"].append(_nums(r["delta_by_seed"]))
+            p["low"].append(_nums(r["delta_low_by_seed"]))
+        table = {}
+        for name, p in params.items():
+            seeds = len(p["delta"][0])
+            effects = [max(level[k] for level in p["delta"]) for k in range(seeds)]
+            above = [any(level[k] > 0 for level in p["low"]) for k in range(seeds)]
+            table[name] = {"paper_effect": max(p["paper"]), "effects": effects,
+                           "paper": "hurts" if max(p["paper"]) > 0.1 else "no effect",
+                           "gestalt": "hurts" if all(above) else "no effect" if not any(above) else "undecided"}
+        names = sorted(table)
+        paper = [table[n]["paper_effect"] for n in names]
+        mean = [sum(table[n]["effects"]) / len(table[n]["effects"]) for n in names]
+        per_seed = [spearmanr([table[n]["effects"][k] for n in names], paper)[0]
+                    for k in range(len(table[names[0]]["effects"]))]
+        out[t] = {"table": table, "rho": spearmanr(mean, paper)[0], "per_seed": per_seed}
+    return out
+
+
+def test_the_page_shows_the_agreement_the_data_file_gives():
+    text = G.PAGE.read_text()
+    for t, got in _recomputed().items():
+        section = text.split(f"## Type {t} ")[1].split("\n## ")[0]
+        for name, a in got["table"].items():
+            row = re.search(rf"^\| `{name}` \| ([^|]+) \| ([^|]+) \| ([^|]+) \| ([^|]+) \|", section, re.M)
+            assert row, f"type {t}: no row for {name}"
+            paper, paper_verdict, effect, verdict = (c.strip() for c in row.groups())
+            assert float(paper) == pytest.approx(a["paper_effect"], abs=0.006)
+            assert (paper_verdict, verdict) == (a["paper"], a["gestalt"]), (t, name)
+            mean = sum(a["effects"]) / len(a["effects"])
+            assert effect.startswith(f"{mean:+.2f} [{min(a['effects']):+.2f}, {max(a['effects']):+.2f}]")
+        decided = [a for a in got["table"].values() if a["gestalt"] != "undecided"]
+        same = sum(a["gestalt"] == a["paper"] for a in decided)
+        assert f"Sign agreement: {same} of {len(decided)} decided parameters" in section
+        assert (f"Spearman rho {got['rho']:+.2f} (per-seed {min(got['per_seed']):+.2f} to "
+                f"{max(got['per_seed']):+.2f}, {len(got['table'])} parameters)") in section
+
+
+def test_the_page_and_figures_are_what_the_data_file_gives():
+    assert G.main(["--check"]) == 0, "run: python benchmarks/grape_generalization.py --page"
+
+
+def test_a_stale_page_or_figure_is_caught(tmp_path):
+    rows = G.read()
+    assert G.write_page(rows, page=tmp_path / "page.md", figures=tmp_path) == 0
+    assert G.write_page(rows, check=True, page=tmp_path / "page.md", figures=tmp_path) == 0
+    changed = [dict(r) for r in rows]
+    first = next(r for r in changed if r["parameter"] != "iid")
+    first["mlae_max"] = f"{float(first['mlae_max']) + 0.5:.4f}"
+    assert G.write_page(changed, check=True, page=tmp_path / "page.md", figures=tmp_path) == 1
+    page = tmp_path / "page.md"
+    page.write_text(page.read_text().replace("Sign agreement: ", "Sign agreement:  ", 1))
+    assert G.write_page(rows, check=True, page=page, figures=tmp_path) == 1
+    G.write_page(rows, page=page, figures=tmp_path)
+    figure = next(tmp_path.glob("grape-generalization-type*.svg"))
+    figure.write_text(figure.read_text().replace("MLAE", "MLAF", 1))
+    assert G.write_page(rows, check=True, page=tmp_path / "page.md", figures=tmp_path) == 1
