@@ -50,6 +50,7 @@ from overhead import machine  # noqa: E402 - the CPU, cores and OS a row was mea
 from tests import lifecycle as life  # noqa: E402
 from tests.fake_vendor_server import FakeVendorServer  # noqa: E402
 from tests.reliability import test_recipe_mutator as mutator  # noqa: E402
+from tests.test_record_proofs import rewrite_answers  # noqa: E402
 from tests.test_result_folder import RECIPE, RECORDS, drop_records, hashes, run  # noqa: E402
 from tests.test_tracking_outage import _point_at, _Stderr  # noqa: E402
 
@@ -141,14 +142,7 @@ def kill_store_creation(tries: int, rng: random.Random, tmp: Path) -> Tally:
         for k in range(tries):
             folder = _fresh(tmp, f"first{k}")
             path = life.api_recipe(folder, server.url)
-            proc = life.start(path)
-            deadline = time.time() + 300
-            while (not any((folder / n).exists() for n in ("mlflow.db", "mlflow.db.creating"))
-                   and proc.poll() is None and time.time() < deadline):
-                time.sleep(0.01)
-            time.sleep(rng.uniform(0, 2.5))
-            proc.kill()
-            proc.communicate()
+            life.kill_while_the_store_is_made(path, folder, rng.uniform(0, 2.5))
             rerun = life.gestalt(path)
             t.tries += 1
             t.exits(rerun)
@@ -241,8 +235,6 @@ def _decisions(folder: Path) -> list[str]:
 def records_rewritten(tries: int, rng: random.Random, tmp: Path) -> Tally:
     """Ten records of a finished battery rewritten as valid lines with other answers and fresh
     checksums: the rerun must name them and score nothing (exit 2), the file left as it was."""
-    from harness.trials.records import record_checksum
-
     t = Tally()
     a = _finished_folder(tmp)
     expected = len(_decisions(a))
@@ -251,12 +243,8 @@ def records_rewritten(tries: int, rng: random.Random, tmp: Path) -> Tally:
         subprocess.run(["cp", "-a", str(a), str(b)], check=True)
         path = b / RECORDS
         records = [json.loads(x) for x in path.read_text().splitlines()]
-        changed = []  # in the file's order, as the refusal names them
-        for rec in [records[i] for i in sorted(rng.sample(range(len(records)), 10))]:
-            rec["response"] = "knife" if rec["response"] != "knife" else "bottle"
-            rec["correct"] = rec["response"] == rec["ground_truth"]
-            rec["checksum"] = record_checksum(rec)
-            changed.append(rec["trial_id"])
+        # in the file's order, as the refusal names them
+        changed = rewrite_answers([records[i] for i in sorted(rng.sample(range(len(records)), 10))])
         path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
         edited = path.read_bytes()
         rerun = run(b, tmp / "cache")

@@ -59,6 +59,21 @@ def start(path: Path, *args: str, key: str = KEY) -> subprocess.Popen:
                             preexec_fn=default_sigint)
 
 
+def kill_while_the_store_is_made(path: Path, folder: Path, wait: float) -> None:
+    """Start the recipe's run and SIGKILL it ``wait`` s after its MLflow store appears in
+    ``folder`` (the database file MLflow's migrations write: the store, or the file that becomes it)."""
+    import time
+
+    proc = start(path)
+    deadline = time.time() + 300
+    while (not any((folder / n).exists() for n in ("mlflow.db", "mlflow.db.creating"))
+           and proc.poll() is None and time.time() < deadline):
+        time.sleep(0.01)
+    time.sleep(wait)
+    proc.kill()
+    proc.communicate()
+
+
 def gestalt(path: Path, *args: str, key: str = KEY, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness.cli", "recipe", str(path), *args], env=env(key),
                           capture_output=True, text=True, timeout=timeout, check=False)

@@ -18,6 +18,16 @@ def tags(db, key):
 
 
 @pytest.mark.slow
+def rewrite_answers(records: list[dict]) -> list[str]:
+    """Give each record another answer in a valid line with its checksum made anew (only the
+    logged run knows better); their trial ids."""
+    for rec in records:
+        rec["response"] = "knife" if rec["response"] != "knife" else "bottle"
+        rec["correct"] = rec["response"] == rec["ground_truth"]
+        rec["checksum"] = record_checksum(rec)
+    return [rec["trial_id"] for rec in records]
+
+
 def test_records_rewritten_with_other_answers_are_named_not_rescored(tmp_path):
     folder, cache = tmp_path / "A", tmp_path / "cache"
     folder.mkdir()
@@ -25,12 +35,7 @@ def test_records_rewritten_with_other_answers_are_named_not_rescored(tmp_path):
     assert run(folder, cache).returncode == 0
     path = folder / RECORDS
     records = [json.loads(x) for x in path.read_text().splitlines()]
-    changed = []
-    for rec in records[:10]:  # valid lines, checksums made anew: only the logged run knows better
-        rec["response"] = "knife" if rec["response"] != "knife" else "bottle"
-        rec["correct"] = rec["response"] == rec["ground_truth"]
-        rec["checksum"] = record_checksum(rec)
-        changed.append(rec["trial_id"])
+    changed = rewrite_answers(records[:10])
     path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
     edited = path.read_bytes()
     refused = run(folder, cache)

@@ -29,15 +29,7 @@ def test_a_first_run_killed_while_creating_the_store_is_followed_by_a_rerun_that
             folder = tmp_path / f"kill{k}"
             folder.mkdir()
             path = life.api_recipe(folder, server.url)
-            proc = life.start(path)
-            deadline = time.time() + 300
-            # the database file MLflow's migrations write: the store, or the file that becomes it
-            while (not any((folder / n).exists() for n in ("mlflow.db", "mlflow.db.creating"))
-                   and proc.poll() is None and time.time() < deadline):
-                time.sleep(0.01)
-            time.sleep(rng.uniform(0, 2.5))
-            proc.kill()
-            proc.communicate()
+            life.kill_while_the_store_is_made(path, folder, rng.uniform(0, 2.5))
             left.append(sorted(p.name for p in folder.iterdir() if p.name.startswith("mlflow.db")))
             rerun = life.gestalt(path)
             runs = life.runs(folder)
