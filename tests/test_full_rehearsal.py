@@ -22,7 +22,8 @@ from tests.conftest import MIRROR, REPO
 from tests.fake_vendor_server import FakeVendorServer
 from tests.local_hub import local_hub
 
-pytestmark = pytest.mark.slow
+# the fixture fetches and runs all 13 models: about 6 min on 2 idle cores, over 15 min under load
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3 * 1800)]
 
 KEYS = {"OPENAI_API_KEY": "sk-rehearsal-openai-0123456789", "ANTHROPIC_API_KEY": "sk-ant-rehearsal-0123456789"}
 SMALL = ["--runtime.device=cpu", "--runtime.progress=false", "--bootstrap.n_boot=100", "--bootstrap.n_boot_kappa=100",
