@@ -11,9 +11,10 @@ records), scores through the task's scoring family, figures, artifacts.
 from __future__ import annotations
 
 import contextlib
-import os
 import hashlib
 import json
+import os
+import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
@@ -425,11 +426,12 @@ def verify_api_models(planned: list[Planned]) -> None:
     """Each API model's key and name, asked of its vendor with one request that generates nothing,
     before any MLflow run: every refused key and unknown model of the recipe, in one line
     (ModelError, exit 2). ``--offline`` skips it."""
-    from .models.api import APIModel  # httpx2: only where a recipe has API models to check
-
+    api = sys.modules.get("harness.models.api")  # loaded with any API adapter: else none to check
+    if api is None:  # (and httpx2, asyncio not imported for nothing)
+        return
     refused = []
     for p in planned:
-        if isinstance(p.adapter, APIModel):
+        if isinstance(p.adapter, api.APIModel):
             try:
                 p.adapter.verify()
             except ModelError as e:

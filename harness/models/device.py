@@ -1,6 +1,7 @@
 """What the torch adapters share to run fast on a GPU and unchanged on a CPU.
 
-- ``auto_device``: the device ``runtime.device: auto`` means (a CUDA GPU when torch sees one).
+- ``auto_device``: the device ``runtime.device: auto`` means (a CUDA GPU when torch sees one; the
+  CPU, without importing torch, where no GPU driver is installed).
 - ``compute_precision``: the precision a model's forward pass runs in. The model entry's
   ``precision`` is ``float32`` (default: no autocast), ``bfloat16``/``float16`` (autocast to that
   on any device; on a CPU torch autocasts matrix products and convolutions to bfloat16) or
@@ -57,9 +58,22 @@ class BatchOptions(ModelOptions):
 T = TypeVar("T")
 
 
+# torch reaches a GPU only through a driver, which leaves these files (NVIDIA, ROCm, WSL2's GPU)
+GPU_DRIVER_FILES = ("/dev/nvidiactl", "/proc/driver/nvidia/version", "/dev/kfd", "/dev/dxg")
+
+
+def gpu_driver_present() -> bool:
+    """Whether this machine has a GPU driver torch could reach: without one, ``auto`` is the CPU
+    and a rerun with nothing to compute does not import torch (2 s) to learn it."""
+    return any(os.path.exists(p) for p in GPU_DRIVER_FILES)
+
+
 @functools.cache
 def auto_device() -> str:
     """`device: auto`: the GPU when torch sees one, else the CPU, said once (not silently slow)."""
+    if not gpu_driver_present():
+        log.info("device auto: no GPU driver on this machine; running on the CPU")
+        return "cpu"
     import torch
 
     if torch.cuda.is_available():

@@ -13,12 +13,11 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PIL import Image
 
-from ..models.api_batch import BatchJob, batch_job
 from ..models.base import Generation, ModelAdapter, ModelError, ModelSpec, fingerprint_hash
 from ..models.device import (chunk_size, free_device_memory, hub_progress_bars, is_cuda, keep_cpu_heap,
                              prepares_beside)
@@ -29,6 +28,9 @@ from ..stimuli.base import StimulusSet, prefetched
 from ..stimuli.registry import TaskSpec
 from .distributed import Dist
 from .records import RecordStore, cache_key, make_record, trial_id
+
+if TYPE_CHECKING:
+    from ..models.api_batch import BatchJob
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +190,8 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
             readout.prepare(adapter)
             mine = dist.shard(len(pending))
             model = adapter
+            from ..models.api_batch import batch_job  # httpx2 and asyncio: only with trials to send
+
             batch = batch_job(adapter.adapter, store.path, echo)
             if batch is not None:
                 if dist.world > 1:
