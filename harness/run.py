@@ -43,10 +43,11 @@ from .scores.ranking import (
     position,
     primary_items,
     rank_task,
+    shown_value,
     value_interval,
 )
 from .scores.record import Score
-from .scores.tasks import Bootstrap, get_family
+from .scores.tasks import Bootstrap, Family, get_family
 from .sources import Sources
 from .sources.store import offline
 from .stimuli.base import StimulusSet
@@ -932,8 +933,7 @@ def summary_table(results: list[BatteryResult]) -> str:
             family = get_family(get_task(task_id).scoring)
             for s in family.headline_scores(scores):
                 d = family.decimals_of(s.name)
-                side = s.extra.get("censored")
-                shown = value_interval(s, d) + (f" censored {side}" if side else "") + mark
+                shown = shown_value(s, d) + mark
                 rows.append((r.model_id, task_id, s.name, shown, number(s.floor, d),
                              number(s.ceiling, d), f"{s.nulls}/{s.n + s.nulls}"))
         for task_id in r.unavailable:
@@ -978,9 +978,10 @@ def answer_lines(results: list[BatteryResult], boot: Bootstrap) -> list[str]:
         if not scored:
             lines.append(f"{task_id}: unavailable for every model (the reason is above)")
             continue
-        if not family.primary:
-            lines.append(f"{task_id}: no single score to rank ({family.name}: errors in several forms; "
-                         f"see the table above)")
+        if not family.ranked:
+            lines.append(f"{task_id}: not ranked: {family.unranked}")
+            lines += _verdict_lines(family, {r.model_id: r.scores[task_id] for r in scored})
+            lines += provisional
             continue
         entries = {r.model_id: (_primary(family.primary, r.scores[task_id]), r.items.get(task_id))
                    for r in scored}
@@ -1018,6 +1019,12 @@ def legend_lines(results: list[BatteryResult]) -> list[str]:
     if any(s.extra.get("censored") for r in results for scores in r.scores.values() for s in scores):
         rows += [("censored" if i == 0 else "", w) for i, w in enumerate(LEGEND_CENSORED)]
     return ["", "legend:", *(f"  {name:<{width}}  {words}" for name, words in rows)]
+
+
+def _verdict_lines(family: Family, scores: dict[str, list[Score]]) -> list[str]:
+    """An unranked task's models, each with its family's verdict scores as the table shows them."""
+    width = max(len(m) for m in scores)
+    return [f"  {'-':<5} {m:<{width}}  {text}" for m, given in scores.items() if (text := family.verdict_text(given))]
 
 
 def _provisional_line(r: BatteryResult, task_id: str, primary: tuple[str, ...]) -> str:

@@ -75,9 +75,14 @@ def test_each_model_run_carries_its_answer_per_task_first_in_the_runs_table(stor
     letters = {(g["model"], g["task"]): g["groups"] for g in groups["groups"]}
     for model, _, _ in T.MODELS:
         tags = client.get_run(store.runs[model][0]).data.tags
-        for task in (T.SIL, T.MARK, T.SERIES):
+        for task in (T.SIL, T.MARK):
             assert re.fullmatch(r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\] [a-z]+(; .*)?", tags[task]), tags[task]
             assert tags[task].split(";")[0].endswith(" " + letters[(model, task)])
+        # series counting is not ranked (people's capacity is a band): its verdict, no letter
+        assert re.fullmatch(r"capacity \d+\.\d \[\d+\.\d, \d+\.\d\]( censored \w+)?; capacity_in_band [01]",
+                            tags[T.SERIES]), tags[T.SERIES]
+        assert (model, T.SERIES) not in letters
+    assert f"not ranked: {T.SERIES} (people's capacity is a band" in groups["method"]
     state = json.loads(json.loads(exp.tags[SHARED_VIEW_TAG])["state"])
     answer = [f"tags.`{t}`" for t in (T.SIL, T.MARK, T.SERIES)]
     heads = ["metrics.`Silhouette.B`", "metrics.`Mark_color.B`", "metrics.`Series_count.acc`"]
@@ -100,7 +105,16 @@ def test_a_censored_value_is_marked_on_every_surface(store, report):
     assert "censored below the tested range" in report.cards["resnet-a"]
     assert "censored" not in report.cards["dino-s"]
     tag = MlflowClient(store.uri).get_run(store.runs["resnet-a"][0]).data.tags[T.SERIES]
-    assert tag.endswith("; capacity censored below"), tag
+    assert tag.startswith("capacity 1.0 [1.0, 1.0] censored below; "), tag
+
+
+def test_the_report_ranks_no_task_the_terminal_leaves_unranked(report):
+    """The report's rank-group table holds the ranked tasks only, and says why series counting
+    is not among them, as the terminal and the summary run do."""
+    table = report.index[report.index.index("Rank groups per task"):]
+    table = table[:table.index("</table>")]
+    assert T.SIL in table and T.MARK in table and T.SERIES not in table.split("</p>", 1)[1]
+    assert f"not ranked: {T.SERIES} (people&#x27;s capacity is a band" in table
 
 
 def test_scorecards_do_not_link_to_the_port_the_ui_serves_on_now(store, report):

@@ -57,6 +57,25 @@ def test_the_runs_table_answer_uses_the_shared_rounding_rule():
     assert lead is not None and answer_text(T.SIL, scores, "a") == f"{value_interval(lead)} a"
     no_interval = [replace(s, ci_low=None, ci_high=None) if s is lead else s for s in scores]
     assert answer_text(T.SIL, no_interval, "") == number(lead.value)
-    series = A.censored_below(0.2)[T.SERIES]
-    acc = family_of(T.SERIES).lead_score(series)
-    assert acc is not None and answer_text(T.SERIES, series, "b") == f"{value_interval(acc)} b; capacity censored below"
+    series = A.censored_below(0.6)[T.SERIES]  # not ranked: its verdict, as the terminal prints it
+    capacity, in_band = (next(s for s in series if s.name == n) for n in ("capacity", "capacity_in_band"))
+    assert answer_text(T.SERIES, series, "") == (f"capacity {value_interval(capacity, 1)}; "
+                                                  f"capacity_in_band {number(in_band.value, 0)}")
+    censored = A.censored_below(0.2)[T.SERIES]
+    assert answer_text(T.SERIES, censored, "").startswith("capacity 1.0 [1.0, 1.0] censored below; ")
+
+
+def test_series_counting_is_not_ranked_but_judged_against_peoples_band():
+    """People's capacity is a band, not an order: the terminal names why the task is not ranked
+    and shows each model's capacity and whether it lies in the band, with no group letters."""
+    lines = answer_lines(results(), BOOT)
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(T.SERIES))
+    assert lines[start].startswith(f"{T.SERIES}: not ranked: ") and "6-12" in lines[start]
+    assert "who counts best" in lines[start]
+    block = lines[start + 1:start + 3]
+    assert block[0].split()[:3] == ["-", "resnet-a", "capacity"] and "censored below" in block[0]
+    assert block[1].split()[:3] == ["-", "vit-b", "capacity"] and "capacity_in_band " in block[1]
+    assert not any(ln.lstrip().startswith("groups:") for ln in lines[start:start + 4])
+    for ranked in (T.SIL, T.MARK):  # the other tasks are ranked as before
+        head = next(i for i, ln in enumerate(lines) if ln.startswith(f"{ranked}  "))
+        assert lines[head + 1].split()[0] in {"a", "b", "ab"}

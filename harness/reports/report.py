@@ -495,12 +495,16 @@ def rank_groups(heads: Headlines, runs: list[BatteryRunData],
     letters: dict[tuple[str, str], str] = {}
     shown: dict[tuple[str, str], str] = {}
     methods: dict[str, str] = {}
+    unranked = []
     for task, name in heads.names.items():
+        family = family_of(task)
+        if family is not None and not family.ranked:  # as the terminal: named, never lettered
+            unranked.append(f"{task} ({family.unranked})")
+            continue
         logged = {r.model: r.items.get(task) for r in runs}
         entries: dict[str, tuple[Score | None, ItemValues | None]] = {
             m: (s, given.get(m, {}).get(task) or logged.get(m)) for (m, t), s in heads.cells.items() if t == task}
         ranking = rank_task(entries, boot, name)
-        family = family_of(task)
         d = 3 if family is None else family.decimals_of(name)
         methods[task] = ranking.method
         for r in ranking.ranked:
@@ -514,6 +518,8 @@ def rank_groups(heads: Headlines, runs: list[BatteryRunData],
         note += (f"paired bootstrap ({boot.n_boot} draws, seed {boot.seed}); NOT PAIRED for "
                  f"{', '.join(unpaired)} (overlapping 95% intervals: its runs logged no per-stimulus "
                  f"values, or its score has no per-stimulus form)")
+    if unranked:
+        note += f"; not ranked: {'; '.join(unranked)}"
     return Groups(letters, shown, note, methods, answer_fingerprint(
         [(r.model, r.run_id, r.tags.get(RECORDS_DIGEST, "")) for r in runs]))
 

@@ -50,8 +50,12 @@ class ModelRun:
 def answer_text(task: str, scores: list[Score], groups: str) -> str:
     """A model's answer on a task in one runs-table cell: its headline ``value [low, high]`` with
     the family's decimals, its rank-group letters, and every shown score that is censored
-    (``0.040 [0.015, 0.065] a; capacity censored below``: fitted beyond the tested range)."""
+    (``0.040 [0.015, 0.065] a; capacity censored below``: fitted beyond the tested range). A task
+    no order answers (:attr:`~harness.scores.tasks.Family.unranked`) shows its verdict scores,
+    as the terminal does."""
     family = family_of(task)
+    if family is not None and not family.ranked and (verdict := family.verdict_text(scores)):
+        return verdict
     lead = None if family is None else family.lead_score(scores)
     if family is None or lead is None or lead.value is None:
         return "no headline score"

@@ -58,6 +58,13 @@ def value_interval(score: Score, decimals: int = 3) -> str:
     return f"{number(score.value, decimals)} {interval(score, decimals)}".rstrip()
 
 
+def shown_value(score: Score, decimals: int = 3) -> str:
+    """:func:`value_interval`, and where the value is censored, on which side (``1.0 [1.0, 1.0]
+    censored below``): the score tables' and the unranked tasks' form."""
+    side = score.extra.get("censored")
+    return value_interval(score, decimals) + (f" censored {side}" if side else "")
+
+
 @dataclass(frozen=True)
 class ItemValues:
     """One model's primary statistic per test stimulus (test-split order): ``values[i]`` counts

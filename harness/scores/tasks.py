@@ -77,6 +77,23 @@ class Family:
     report_figures: tuple[str, ...] = ()
     # its headline scores in words, for the terminal's legend: fnmatch pattern -> what it measures
     terms: dict[str, str] = field(default_factory=dict, hash=False)
+    # why its tasks get no rank groups on any surface (terminal, summary run, report), where an
+    # order of its scores would not say which model is more like people ("" = ranked on the
+    # primary score); ``verdict``: the scores each model is shown with instead, under that reason
+    unranked: str = ""
+    verdict: tuple[str, ...] = ()
+
+    @property
+    def ranked(self) -> bool:
+        return bool(self.primary) and not self.unranked
+
+    def verdict_text(self, scores: Sequence[Score]) -> str:
+        """An unranked task's answer for one model: its verdict scores as the tables print them
+        (``capacity 7.9 [6.8, 9.1]; capacity_in_band 1``); '' for a family without a verdict."""
+        from .ranking import shown_value  # ranking imports this module
+
+        by = {s.name: s for s in scores}
+        return "; ".join(f"{n} {shown_value(by[n], self.decimals_of(n))}" for n in self.verdict if n in by)
 
     def score(self, records: list[dict], stimset: StimulusSet, boot: Bootstrap) -> list[Score]:
         """The scorer's scores; where the answers were read by a rule other than the paper's (the
@@ -148,7 +165,13 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            terms={"accuracy": "share of charts whose colour series the model counts exactly",
                   "mae": "mean absolute error of the count, in series",
                   "capacity": "the series count at which the model's fitted accuracy curve falls through 0.5",
-                  "capacity_in_band": "1 when the capacity's whole 95% interval lies in people's 6-12 band, else 0"}),
+                  "capacity_in_band": "1 when the capacity's whole 95% interval lies in people's 6-12 band, else 0"},
+           # the paper's likeness is the capacity inside people's 6-12 band (SPEC 6: replication holds
+           # when its interval lies in it): in or out, no order; accuracy would rank who counts best
+           unranked="people's capacity is a band (6-12 series), not an order: a model counts like people when "
+                    "its capacity's 95% interval lies in the band (capacity_in_band 1); accuracy would rank "
+                    "who counts best, not who counts like people",
+           verdict=("capacity", "capacity_in_band")),
     Family("chart6", "harness.scores.chart6:score_chart6",
            ("accuracy_all", "accuracy_valid", "valid_rate", "gap_all", "gap_valid", "error_r_valid",
             "error_r_all", "retest_r"), primary=("accuracy_all",), secondary=("accuracy_valid", "valid_rate"),
@@ -176,7 +199,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
                   "mlae": "log2 absolute error of the estimate (lower is better)",
                   "mlae_midmean": "MLAE averaged over the middle half of the trials",
                   "mlae_haehn": "MLAE in the form of Haehn et al.",
-                  "gradcam_iou": "overlap of the model's Grad-CAM map with the marked bars"}),
+                  "gradcam_iou": "overlap of the model's Grad-CAM map with the marked bars"},
+           unranked="no single score to rank: its error comes in several published forms (see the table above)"),
 ]}
 
 
