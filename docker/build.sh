@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Build the gestalt image: `docker build` where a Docker engine answers, else Debian's buildah.
 #
-# Usage: bash docker/build.sh [--tag NAME] [--recipe FILE] [--mirror DIR] [--base IMAGE]
+# Usage: bash docker/build.sh [--tag NAME] [--recipe FILE]... [--hub URL] [--mirror DIR] [--base IMAGE]
 #   --tag     image name (default gestalt; $GESTALT_IMAGE)
-#   --recipe  recipe whose model weights are baked (default recipes/full.yaml; CI: recipes/quick.yaml)
+#   --recipe  recipe whose model weights are baked, repeatable (default recipes/full.yaml)
+#   --hub     model hub the weights come from: a cluster's mirror (default $HF_ENDPOINT, else
+#             huggingface.co); used at build time only, the image itself stays offline
 #   --mirror  source-data mirror folder baked into the image (default $GESTALT_MIRROR, else
 #             ../shared/sources beside the checkout when present, else the releases' URLs)
 #   --base    Python base image (default python:3.11-slim-bookworm; where it cannot be pulled,
@@ -19,7 +21,8 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 
 TAG=${GESTALT_IMAGE:-gestalt}
-RECIPE=recipes/full.yaml
+RECIPES=()
+HUB=${HF_ENDPOINT:-}
 MIRROR=${GESTALT_MIRROR:-}
 BASE=python:3.11-slim-bookworm
 LOCAL_BASE=localhost/gestalt-base:bookworm
@@ -33,14 +36,19 @@ die() {
 while (($#)); do
   case $1 in
     --tag) TAG=$2; shift 2 ;;
-    --recipe) RECIPE=$2; shift 2 ;;
+    --recipe) RECIPES+=("$2"); shift 2 ;;
+    --hub) HUB=$2; shift 2 ;;
     --mirror) MIRROR=$2; shift 2 ;;
     --base) BASE=$2; shift 2 ;;
-    -h | --help) sed -n '4,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '4,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
-[[ -f $RECIPE ]] || die "recipe $RECIPE not found"
+((${#RECIPES[@]})) || RECIPES=(recipes/full.yaml)
+for recipe in "${RECIPES[@]}"; do
+  [[ -f $recipe ]] || die "recipe $recipe not found"
+  [[ $recipe != *" "* ]] || die "recipe path '$recipe' has a space (the build names recipes in one argument)"
+done
 if [[ -z $MIRROR && -d $REPO/../shared/sources ]]; then
   MIRROR=$REPO/../shared/sources
 fi
@@ -96,7 +104,7 @@ HF_TOKEN_FILE=$WORK/hf_token
 
 args=(
   --tag "$TAG"
-  --build-arg "GESTALT_FETCH_RECIPE=$RECIPE"
+  --build-arg "GESTALT_FETCH_RECIPE=${RECIPES[*]}"
   --build-context "mirror=${MIRROR:-$WORK/empty}"
   --secret "id=pip_conf,src=$WORK/pip.conf"
   --secret "id=ca_bundle,src=$CERT"
@@ -104,11 +112,19 @@ args=(
   --secret "id=hf_token,src=$HF_TOKEN_FILE"
 )
 
+# The hub reaches only the weight-baking step (HF_ENDPOINT there); a hub on this machine's loopback
+# needs the build to share its network (buildah's chroot isolation does; docker needs --network host).
+hub_network=()
+if [[ -n $HUB ]]; then
+  args+=(--build-arg "HF_ENDPOINT=$HUB")
+  [[ $HUB =~ ^https?://(127\.|localhost[:/]|\[::1\]) ]] && hub_network=(--network host)
+fi
+
 start=$SECONDS
 if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
   # BuildKit has no per-build bind mounts of host folders: local wheel folders need buildah.
   ((${#MOUNTS[@]} == 0)) || echo "build.sh: docker cannot mount ${MOUNTS[*]}; pip uses the index only" >&2
-  DOCKER_BUILDKIT=1 docker build --build-arg "PYTHON_IMAGE=$BASE" "${args[@]}" .
+  DOCKER_BUILDKIT=1 docker build "${hub_network[@]}" --build-arg "PYTHON_IMAGE=$BASE" "${args[@]}" .
 else
   if ! command -v buildah >/dev/null; then
     echo "build.sh: no Docker engine; installing Debian's buildah" >&2

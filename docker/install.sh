@@ -16,7 +16,8 @@
 #   GESTALT_PYTHON        interpreter that creates the venv (default python3, must be >= 3.11)
 #   GESTALT_EXTRAS        comma-separated extras for env/all (default dev; empty for none)
 #   GESTALT_EDITABLE      1 = pip install -e . (default), 0 = a regular install (the image)
-#   GESTALT_FETCH_RECIPE  recipe whose models are fetched (default recipes/full.yaml, skipped if absent)
+#   GESTALT_FETCH_RECIPE  recipes whose models are fetched, space-separated (default recipes/full.yaml,
+#                         skipped if absent); HF_ENDPOINT names the hub (default huggingface.co)
 #   GESTALT_MIRROR        local source mirror, read by `gestalt data pull`
 #   GESTALT_DRY_RUN       1 = print the commands instead of running them
 set -euo pipefail
@@ -116,17 +117,21 @@ install_env() {
 }
 
 install_assets() {
-  local gestalt=$VENV/bin/gestalt recipe=${GESTALT_FETCH_RECIPE:-$DEFAULT_RECIPE}
+  local gestalt=$VENV/bin/gestalt recipe recipes
+  read -ra recipes <<<"${GESTALT_FETCH_RECIPE:-$DEFAULT_RECIPE}"
   [[ -x $gestalt || ${GESTALT_DRY_RUN:-0} == 1 ]] ||
     die "$gestalt not found; run 'bash docker/install.sh env' first"
+  for recipe in "${recipes[@]}"; do
+    [[ -f $recipe || -z ${GESTALT_FETCH_RECIPE:-} ]] || die "GESTALT_FETCH_RECIPE: $recipe does not exist"
+  done
   run "$gestalt" data pull
-  if [[ -f $recipe ]]; then
-    run "$gestalt" models fetch "$recipe"
-  elif [[ -n ${GESTALT_FETCH_RECIPE:-} ]]; then
-    die "GESTALT_FETCH_RECIPE=$recipe does not exist"
-  else
-    echo "install.sh: $DEFAULT_RECIPE not found; skipping model weights"
-  fi
+  for recipe in "${recipes[@]}"; do
+    if [[ -f $recipe ]]; then
+      run "$gestalt" models fetch "$recipe"
+    else
+      echo "install.sh: $DEFAULT_RECIPE not found; skipping model weights"
+    fi
+  done
 }
 
 main() {

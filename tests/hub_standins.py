@@ -8,7 +8,9 @@ reads sizes from the config (transformers) the sizes are tiny, where the archite
 config biases greedy decoding to it, :func:`tests.tiny_vlms._save`), which every Gestalt prompt
 parses (a label and a count), so the readouts' parse path runs.
 
-``python -m tests.hub_standins ROOT`` builds them all (what the rehearsal's fixture does).
+``python -m tests.hub_standins ROOT`` builds them all (what the rehearsal's fixture does);
+``python -m tests.hub_standins ROOT RECIPE`` those of another recipe's hub models (.ci/run: the
+image's loaders.yaml).
 """
 
 from __future__ import annotations
@@ -190,5 +192,5 @@ def build(root: Path, recipe_path: Path = FULL) -> dict[str, Path]:
 
 
 if __name__ == "__main__":
-    for model_id, folder in build(Path(sys.argv[1])).items():
+    for model_id, folder in build(Path(sys.argv[1]), *map(Path, sys.argv[2:3])).items():
         print(f"{model_id}: {folder}")

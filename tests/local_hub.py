@@ -18,7 +18,9 @@ Every request is appended to ``--log`` as ``METHOD PATH`` (a test can check that
 sent none). The real mirror servers (e.g. ``olah``) serve local *git* repositories, whose commit
 ids are their own, so they cannot serve a pinned hub commit; hence this server.
 
-``local_hub(root, log)`` runs it in its own process group and stops it by PID.
+``local_hub(root, log)`` runs it in its own process group and stops it by PID;
+``python -m tests.local_hub ROOT [--port N] [--log FILE]`` serves ROOT and prints its URL once it
+listens (.ci/run: the hub the image's build fetches from).
 """
 
 from __future__ import annotations
@@ -202,6 +204,7 @@ def _handler(hub: Hub) -> type[BaseHTTPRequestHandler]:
 def serve(root: Path, port: int, log: Path | None) -> None:
     httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(Hub(root, log)))
     httpd.daemon_threads = True
+    print(f"http://127.0.0.1:{httpd.server_address[1]}", flush=True)  # its URL, once it listens
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     httpd.serve_forever(poll_interval=0.05)
 
@@ -239,7 +242,7 @@ def local_hub(root: Path, log: Path, *, timeout: float = 60) -> Iterator[str]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path)
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=int, default=0, help="0 (default): a free port; the URL is printed")
     parser.add_argument("--log", type=Path)
     args = parser.parse_args(argv)
     serve(args.root, args.port, args.log)

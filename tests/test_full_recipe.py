@@ -105,3 +105,24 @@ def test_plan_gives_every_model_a_readout_for_every_gestalt_task(recipe):
         assert [t.task_id for t, _ in p.tasks] == tasks
         capability = "embed" if p.model.source in ENCODER_SOURCES else "generate"
         assert all(readout == task.readouts[capability] for task, readout in p.tasks), p.model.id
+
+
+def loader_kind(entry) -> str:
+    """The code path a hub model loads through: timm, a transformers encoder, a contrastive tower
+    (``get_image_features``: CLIP, SigLIP), or an open VLM's own processor and chat template."""
+    if entry.source == "hf-vlm":
+        return f"vlm {entry.name}"
+    if entry.source == "hf":
+        return "contrastive" if re.search(r"clip|siglip", entry.name, re.I) else "hf encoder"
+    return entry.source
+
+
+def test_loaders_recipe_is_one_full_entry_of_each_loader_kind(recipe):
+    """recipes/loaders.yaml (what the image's rehearsal runs) holds full.yaml's own entries, so its
+    pinned commits cannot drift from the roster's, and one of every loader kind full.yaml uses."""
+    loaders = load_recipe(REPO / "recipes" / "loaders.yaml")
+    full = {m.id: m for m in recipe.models}
+    assert [m.id for m in loaders.models if m != full.get(m.id)] == []
+    kinds = [loader_kind(m) for m in loaders.models]
+    assert sorted(kinds) == sorted({loader_kind(m) for m in recipe.models if is_hub(m)})
+    assert len(kinds) == 6 and loaders.tasks == recipe.tasks

@@ -1,13 +1,18 @@
 """The built image, run as a user runs it: `gestalt recipe quick.yaml` with no network, as uid
-10001, a temporary folder at /workspace; the same scores as bare metal; no machine file in any layer.
+10001, a temporary folder at /workspace; the same scores as bare metal; `gestalt recipe
+loaders.yaml` on the hub weights baked from a local hub, offline, with no warning; no machine file
+in any layer.
 
-The image comes from `docker/build.sh --recipe recipes/quick.yaml` (.ci/run builds it and names it
-in $GESTALT_TEST_IMAGE). Started with `podman run`; where this machine's sandbox refuses podman's
-defaults (crun and cgroups v1+v2, no CAP_SYS_RESOURCE for its ulimits) the same `podman run` with
-runc, cgroupfs and the machine's own limits.
+The image comes from `docker/build.sh --recipe recipes/quick.yaml --recipe recipes/loaders.yaml
+--hub URL` with URL a local hub (tests/local_hub.py) serving stand-ins of loaders.yaml's models
+(tests/hub_standins.py); .ci/run builds it and names it in $GESTALT_TEST_IMAGE. Started with
+`podman run`; where this machine's sandbox refuses podman's defaults (crun and cgroups v1+v2, no
+CAP_SYS_RESOURCE for its ulimits) the same `podman run` with runc, cgroupfs and the machine's own
+limits.
 """
 
 import hashlib
+import json
 import os
 import resource
 import subprocess
@@ -17,7 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.recipes import load_recipe
+from tests import hub_standins
 from tests.conftest import REPO
+from tests.test_full_rehearsal import SMALL
 
 pytestmark = pytest.mark.slow
 IMAGE = os.environ.get("GESTALT_TEST_IMAGE")
@@ -87,6 +95,40 @@ def test_quick_recipe_offline_as_the_user_equals_bare_metal(tmp_path, quick_run)
     assert set(in_image) == set(on_metal) and len(on_metal) == 3
     for run, metrics in on_metal.items():
         assert in_image[run] == pytest.approx(metrics, rel=1e-9, abs=1e-12), run
+
+
+@pytest.mark.timeout(3 * 600)  # six small models at small task sizes: about 4 min idle on 2 cores
+def test_loaders_recipe_offline_as_the_user_on_the_read_only_hub_cache(tmp_path):
+    """One model of each full.yaml loader kind, from the hub cache baked at build time, run as the
+    image's user with no network: every battery finishes with scores, each open VLM answers through
+    its own processor and chat template, and huggingface_hub, reading a cache it does not own and
+    cannot write, warns about nothing (an owner-only file would be "Ignoring corrupted tree cache
+    file ... Permission denied" on every load)."""
+    recipe = load_recipe(REPO / "recipes" / "loaders.yaml")
+    models = [m.id for m in recipe.models]
+    cache = run_image("-c", "import os; h = os.environ['HF_HOME'] + '/hub'; "
+                      "print(os.path.isdir(h) and sorted(os.listdir(h)), os.access(h, os.W_OK))",
+                      entrypoint="python", timeout=300)
+    assert cache.returncode == 0 and cache.stdout.strip().endswith("False"), cache.stdout + cache.stderr
+    if "models--llava-hf--llava-1.5-7b-hf" not in cache.stdout and not os.environ.get("CI"):
+        pytest.skip("the image holds no loaders.yaml weights (built without --recipe recipes/loaders.yaml)")
+
+    ws = user_folder(tmp_path)
+    done = run_image("recipe", "loaders.yaml", *SMALL, workspace=ws)
+    assert done.returncode == 0, done.stderr[-4000:]
+    for sign in ("Ignoring corrupted", "Permission denied", "huggingface.co", "Traceback"):
+        assert sign not in done.stderr, done.stderr[-4000:]
+    assert [line for line in done.stderr.splitlines() if "warn" in line.lower()] == []
+    finished = scores(ws / "mlflow.db")
+    assert sorted(finished) == sorted(models) and all(finished.values()), (finished.keys(), done.stderr[-4000:])
+    off = []
+    for model_id in [m.id for m in recipe.models if m.source == "hf-vlm"]:  # stand-ins answer ANSWER
+        records = [json.loads(line) for path in (ws / "outputs" / "loaders" / model_id / "records").glob("*.jsonl")
+                   for line in path.read_text().splitlines()]
+        off += [f"{model_id}: {r.get('raw_output')!r} {r.get('parse_status')}" for r in records
+                if r.get("raw_output") != hub_standins.ANSWER or r.get("parse_status") != "ok"] or \
+            ([] if records else [f"{model_id}: no records"])
+    assert off == []
 
 
 def test_hub_stays_offline_in_the_image():
