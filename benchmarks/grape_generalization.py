@@ -306,6 +306,11 @@ def parting_notes(rows: list[dict], chart_type: int, agree: list[dict], sources)
             continue
         paper, mean = effect[p]
         bigger = "larger" if mean > paper else "smaller"
+        if p in ("title_position", "title_font_size"):
+            notes.append(f"`{p}`: gestalt's largest effect is {bigger} than the paper's; gestalt places and sizes "
+                         "the title as the authors' generator does (docs/grape-generator-audit.md: text placement), "
+                         "so the networks differ.")
+            continue
         if p not in LIGHTNESS_POOLS:
             drawn_alike.append((p, bigger))
             continue
@@ -353,7 +358,10 @@ def page_text(rows: list[dict], sources=None) -> str:
         f"per-parameter figures (`derived/cnn_generalization_curves_digitized.csv`); the paper has no "
         f"bar-length panel. Types run: {', '.join(map(str, types))}"
         + ("." if types == [1, 2, 3, 4, 5] else f"; types {', '.join(str(t) for t in range(1, 6) if t not in types)} "
-           f"did not fit this run's CPU budget (`--types` runs them)."), "",
+           f"did not fit this run's CPU budget (`--types` runs them).")
+        + (" The budget above is type "
+           f"{first['chart_type']}'s; a type trained on another says so in its section."
+           if len({(r["n_train"], r["epochs"], r["seeds"]) for r in rows}) > 1 else ""), "",
         "Numbers: `benchmarks/results/grape_generalization.csv`, written by `benchmarks/grape_generalization.py`.",
         "", "People's MLAE on the same perturbations is not set beside these curves: the raw user-study "
         "responses (`user_study/user_data`, `user_progressive`) hold each participant's estimate but not "
@@ -372,8 +380,15 @@ def page_text(rows: list[dict], sources=None) -> str:
         decided = [a for a in mine if a["gestalt"] != "undecided"]
         same = sum(a["gestalt"] == a["paper"] for a in decided)
         rho, per_seed = rank_agreement(agree, t)
-        lines += [f"## {TYPE_NAMES[t].capitalize()}", "", f"![type {t}](figures/grape-generalization-type{t}.svg)",
-                  "", "| parameter | paper's largest effect | paper | gestalt's largest effect, mean [seed range] "
+        lines += [f"## {TYPE_NAMES[t].capitalize()}", "", f"![type {t}](figures/grape-generalization-type{t}.svg)", ""]
+        own = next(r for r in rows if int(r["chart_type"]) == t and r["parameter"] == "iid")
+        if (own["n_train"], own["epochs"], own["seeds"]) != (first["n_train"], first["epochs"], first["seeds"]):
+            k = len(own["seeds"].split())
+            lines += [f"Type {t} ran on its own budget: {int(own['n_train']):,} charts for {own['epochs']} epochs, "
+                      f"{k} seed{'s' if k > 1 else ''} ({', '.join(own['seeds'].split())})"
+                      + (": one seed, so no seed range (each range below is that seed's value) and a verdict "
+                         "rests on one network." if k == 1 else "."), ""]
+        lines += ["| parameter | paper's largest effect | paper | gestalt's largest effect, mean [seed range] "
                   "| gestalt | agree |", "| --- | ---: | --- | ---: | --- | --- |"]
         for a in mine:
             verdict = "-" if a["gestalt"] == "undecided" else "yes" if a["gestalt"] == a["paper"] else "**no**"
