@@ -319,6 +319,9 @@ def parting_notes(rows: list[dict], chart_type: int, agree: list[dict], sources)
         text = (f"`{p}`: gestalt's largest effect is {bigger} than the paper's. At dL* {worst:+g} GRAPE's "
                 f"gamma-less lightness round trip moves the pool's colour channels by {g:.0f} levels of 255 on "
                 f"average, gestalt's sRGB-CIELAB shift by {m:.0f}")
+        if p == "background_lightness" and chart_type not in (1, 3):
+            text += (" (the stacked generator also leaves the perturbed background with red and blue "
+                     "exchanged, which this count leaves out)")
         if g <= 1.3 * m:
             text += ": about as far, so the networks, not the perturbation, differ."
         elif bigger == "smaller":
