@@ -18,7 +18,7 @@ the paper's IID MLAE of a type is the mean of its curves' unperturbed points.
 when they differ from what the CSV gives (tests/test_grape_generalization.py runs it).
 
     HF_HUB_OFFLINE=1 GESTALT_MIRROR=../shared/sources PYTHONPATH=$PWD nice .venv/bin/python \\
-        benchmarks/grape_generalization.py --types 1 2 3 4 5 --seeds 0 1 2 --n-train 5000 --epochs 8
+        benchmarks/grape_generalization.py --types 1 2 3 4 5 --seeds 0 1 2 --n-train 10000 --epochs 8
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ FIGURES = REPO / "docs" / "figures"
 RECIPE = REPO / "recipes" / "bars-quick.yaml"
 DIGITISED = "derived/cnn_generalization_curves_digitized.csv"
 PAPER_N_TRAIN = 60_000
+PAPER_EPOCHS, PAPER_PATIENCE = 500, 10  # the paper's training: up to 500 epochs, early stop after 10
 PAPER_HURTS = 0.1  # MLAE: a paper curve's rise counts as an effect above 20x its digitising precision
 UNLEARNT = 3.0  # IID MLAE: log2(100 * 0.08 + 1/8) ~ 3, errors of 8 points in 100 on a ratio
 PARAMETER_ORDER = ("bar_width", "bar_lightness", "background_lightness", "stroke_lightness", "stroke_width",
@@ -78,7 +79,10 @@ def one_run(chart_type: int, seed: int, n_train: int, epochs: int, n_ood: int, c
     from harness.run import run_recipe
 
     task = f"ratio.chart.grape_type{chart_type}"
-    overrides = {"models.0.options.seed": seed, "models.0.options.max_epochs": epochs, "tasks": [task],
+    # patience = epochs: no early stop inside the budget, as the loss sits at chance for the first
+    # few tens of thousands of charts seen and a plateau's noisy validation loss would end the run there
+    overrides = {"models.0.options.seed": seed, "models.0.options.max_epochs": epochs,
+                 "models.0.options.patience": epochs, "tasks": [task],
                  "task_options": {task: {"n_train": n_train, "n_val": max(n_train // 10, 200),
                                          "n_test": n_ood, "ood": "all", "n_ood": n_ood,
                                          "levels": "config", "readout": {"checkpoint_dir": checkpoints}}},
@@ -243,23 +247,124 @@ def _interval(values: list[float]) -> str:
     return f"{statistics.fmean(values):+.2f} [{min(values):+.2f}, {max(values):+.2f}]"
 
 
-def page_text(rows: list[dict]) -> str:
+LIGHTNESS_POOLS = {"bar_lightness": "bar_color", "background_lightness": "bg_color", "stroke_lightness": "line_color"}
+
+
+def grape_round_trip(rgb, delta_l: float):
+    """A lightness shift as GRAPE's bar generator applies it (reference/grape-generation.md section 4):
+    red and blue exchanged, RGB/255 taken as linear (no gamma) into CIELAB, L* shifted, back, clipped
+    and truncated, red and blue exchanged back."""
+    import numpy as np
+
+    from harness.stimuli.bars.colours import _M, _M_INV, _WHITE, _f, _f_inv
+
+    xyz = (np.asarray(rgb, np.float64)[..., ::-1] / 255.0) @ _M.T / _WHITE
+    fx, fy, fz = (_f(xyz[..., i]) for i in range(3))
+    fy2 = (116 * fy - 16 + delta_l + 16) / 116
+    xyz = np.stack([_f_inv(fy2 + (fx - fy)), _f_inv(fy2), _f_inv(fy2 - (fy - fz))], axis=-1) * _WHITE
+    return np.floor(np.clip(xyz @ _M_INV.T, 0, 1) * 255).astype(np.uint8)[..., ::-1]
+
+
+def pixel_shift(sources, parameter: str, delta_l: float) -> tuple[float, float]:
+    """Mean |change| of an 8-bit channel over the parameter's colour pool at a shift of ``delta_l``:
+    GRAPE's round trip, gestalt's (proper sRGB-CIELAB, harness/stimuli/bars/colours.py)."""
+    import numpy as np
+
+    from harness.stimuli.bars.colours import load_pools, shift_lightness
+
+    rgb = load_pools(sources).rgb[LIGHTNESS_POOLS[parameter]].astype(int)
+    return (float(np.abs(grape_round_trip(rgb, delta_l).astype(int) - rgb).mean()),
+            float(np.abs(shift_lightness(rgb, delta_l).astype(int) - rgb).mean()))
+
+
+def _default_sources():
+    import os
+
+    from harness.sources import Sources
+
+    return Sources(mirror=os.environ.get("GESTALT_MIRROR") or REPO.parent / "shared" / "sources")
+
+
+def parting_notes(rows: list[dict], chart_type: int, agree: list[dict], sources) -> list[str]:
+    """Per parameter with levels off the paper's curve: what differs, the perturbation or the network."""
+    mine = [r for r in rows if int(r["chart_type"]) == chart_type and r["parameter"] != "iid" and r["paper_mlae"]]
+    iid = next(r for r in rows if int(r["chart_type"]) == chart_type and r["parameter"] == "iid")
+    gap = float(iid["mlae_mean"]) - float(iid["paper_mlae"])
+    top = max(float(r["mlae_mean"]) for r in mine)
+    off = {r.split("` ")[0].strip("`") for r in leaves(rows, chart_type)}
+    effect = {a["parameter"]: (a["paper_effect"], statistics.fmean(a["effect_by_seed"])) for a in agree
+              if a["chart_type"] == chart_type}
+    paper_top = max(float(r["paper_mlae"]) for r in mine)
+    notes = [f"gestalt's IID MLAE is {gap:+.2f} above the paper's, and its worst level sits at MLAE {top:.2f} "
+             f"(the paper's at {paper_top:.2f}), where answers carry almost no information: a level that "
+             f"breaks both networks can show an effect of at most about {top - float(iid['mlae_mean']):.1f} "
+             f"for gestalt against {paper_top - float(iid['paper_mlae']):.1f} for the paper, so such levels "
+             "agree by breaking the network, not by size."]
+    drawn_alike = []
+    for p in PARAMETER_ORDER:
+        if p not in off:
+            continue
+        paper, mean = effect[p]
+        bigger = "larger" if mean > paper else "smaller"
+        if p in ("title_position", "title_font_size"):
+            notes.append(f"`{p}`: gestalt's largest effect is {bigger} than the paper's; gestalt places and sizes "
+                         "the title as the authors' generator does (docs/grape-generator-audit.md: text placement), "
+                         "so the networks differ.")
+            continue
+        if p not in LIGHTNESS_POOLS:
+            drawn_alike.append((p, bigger))
+            continue
+        worst = max((float(r["level"]) for r in mine if r["parameter"] == p), key=abs)
+        g, m = pixel_shift(sources, p, worst)
+        text = (f"`{p}`: gestalt's largest effect is {bigger} than the paper's. At dL* {worst:+g} GRAPE's "
+                f"gamma-less lightness round trip moves the pool's colour channels by {g:.0f} levels of 255 on "
+                f"average, gestalt's sRGB-CIELAB shift by {m:.0f}")
+        if p == "background_lightness" and chart_type not in (1, 3):
+            text += (" (the stacked generator also leaves the perturbed background with red and blue "
+                     "exchanged, which this count leaves out)")
+        if g <= 1.3 * m:
+            text += ": about as far, so the networks, not the perturbation, differ."
+        elif bigger == "smaller":
+            text += ": gestalt's levels are the weaker perturbation, which its smaller effect follows."
+        else:
+            text += (": gestalt's levels are the weaker perturbation, yet its network is hurt more, so the "
+                     "networks differ.")
+        notes.append(text)
+    if drawn_alike:
+        notes.append(", ".join(f"`{p}` ({bigger})" for p, bigger in drawn_alike) + ": gestalt draws these "
+                     "perturbations as the authors' generator does (docs/grape-generator-audit.md: bars, outlines, "
+                     "dots), so the networks differ. gestalt's column network reads the native 150 px chart with "
+                     "one weight per pixel row, so a dot or bar edge moved by one pixel lands where it never saw "
+                     "one; the paper's ResNet-152 reads the chart resized to 224 px (antialiased) with Gaussian "
+                     "noise added, which spreads a one-pixel mark over its neighbours.")
+    return notes
+
+
+def page_text(rows: list[dict], sources=None) -> str:
     types = sorted({int(r["chart_type"]) for r in rows})
     first = rows[0]
     seeds = first["seeds"].split()
     agree = agreement(rows)
+    sources = sources or _default_sources()
     lines = [
         "# GRAPE's generalisation figure beside gestalt's", "", BEGIN, "",
         f"gestalt's bar-chart column network (`recipes/bars-quick.yaml`'s `colnet`) trained per chart type "
-        f"on {int(first['n_train']):,} GRAPE charts for {first['epochs']} epochs, {len(seeds)} seeds "
-        f"({', '.join(seeds)}): {int(first['n_train']) / PAPER_N_TRAIN:.0%} of the paper's {PAPER_N_TRAIN:,} "
-        f"training charts, with a far smaller network than the paper's ResNet-152. Each OOD level of the "
+        f"on {int(first['n_train']):,} GRAPE charts for {first['epochs']} epochs "
+        f"({int(first['n_train']) * int(first['epochs']):,} charts seen, every epoch run: no early stop), "
+        f"{len(seeds)} seeds ({', '.join(seeds)}): {int(first['n_train']) / PAPER_N_TRAIN:.0%} of the paper's "
+        f"{PAPER_N_TRAIN:,} training charts, on which its ResNet-152, a far larger network, trains for up to "
+        f"{PAPER_EPOCHS} epochs (stopped after {PAPER_PATIENCE} without improvement). The column network's "
+        "loss stays at chance until it has seen a few tens of thousands of charts, so a smaller budget "
+        "leaves it untrained (the IID MLAE below says which). Each OOD level of the "
         f"released configs perturbs the same {first['n_ood']} test charts, scored paired with their IID "
         f"version (`ood.<parameter>.<level>.delta_mlae`). The paper's values are digitised from its "
         f"per-parameter figures (`derived/cnn_generalization_curves_digitized.csv`); the paper has no "
         f"bar-length panel. Types run: {', '.join(map(str, types))}"
         + ("." if types == [1, 2, 3, 4, 5] else f"; types {', '.join(str(t) for t in range(1, 6) if t not in types)} "
-           f"did not fit this run's CPU budget (`--types` runs them)."), "",
+           f"did not fit this run's CPU budget (`--types` runs them).")
+        + (" The budget above is type "
+           f"{first['chart_type']}'s; a type trained on another says so in its section."
+           if len({(r["n_train"], r["epochs"], r["seeds"]) for r in rows}) > 1 else ""), "",
         "Numbers: `benchmarks/results/grape_generalization.csv`, written by `benchmarks/grape_generalization.py`.",
         "", "People's MLAE on the same perturbations is not set beside these curves: the raw user-study "
         "responses (`user_study/user_data`, `user_progressive`) hold each participant's estimate but not "
@@ -278,8 +383,15 @@ def page_text(rows: list[dict]) -> str:
         decided = [a for a in mine if a["gestalt"] != "undecided"]
         same = sum(a["gestalt"] == a["paper"] for a in decided)
         rho, per_seed = rank_agreement(agree, t)
-        lines += [f"## {TYPE_NAMES[t].capitalize()}", "", f"![type {t}](figures/grape-generalization-type{t}.svg)",
-                  "", "| parameter | paper's largest effect | paper | gestalt's largest effect, mean [seed range] "
+        lines += [f"## {TYPE_NAMES[t].capitalize()}", "", f"![type {t}](figures/grape-generalization-type{t}.svg)", ""]
+        own = next(r for r in rows if int(r["chart_type"]) == t and r["parameter"] == "iid")
+        if (own["n_train"], own["epochs"], own["seeds"]) != (first["n_train"], first["epochs"], first["seeds"]):
+            k = len(own["seeds"].split())
+            lines += [f"Type {t} ran on its own budget: {int(own['n_train']):,} charts for {own['epochs']} epochs, "
+                      f"{k} seed{'s' if k > 1 else ''} ({', '.join(own['seeds'].split())})"
+                      + (": one seed, so no seed range (each range below is that seed's value) and a verdict "
+                         "rests on one network." if k == 1 else "."), ""]
+        lines += ["| parameter | paper's largest effect | paper | gestalt's largest effect, mean [seed range] "
                   "| gestalt | agree |", "| --- | ---: | --- | ---: | --- | --- |"]
         for a in mine:
             verdict = "-" if a["gestalt"] == "undecided" else "yes" if a["gestalt"] == a["paper"] else "**no**"
@@ -300,6 +412,8 @@ def page_text(rows: list[dict]) -> str:
                   "", f"Levels where the paper's effect lies outside every seed's `delta_mlae` interval: "
                   f"{len(leaving)} of {compared}"
                   + (": " + ", ".join(leaving) if leaving else "") + ".", ""]
+        if float(iid["mlae_mean"]) <= UNLEARNT and leaving:
+            lines += ["Where the curves part:", ""] + [f"- {n}" for n in parting_notes(rows, t, agree, sources)] + [""]
     return "\n".join(lines)
 
 
@@ -315,9 +429,10 @@ def leaves(rows: list[dict], chart_type: int) -> list[str]:
     return out
 
 
-def write_page(rows: list[dict], check: bool = False, page: Path = PAGE, figures: Path = FIGURES) -> int:
+def write_page(rows: list[dict], check: bool = False, page: Path = PAGE, figures: Path = FIGURES,
+               sources=None) -> int:
     """Write (or, with ``check``, compare) the page and one figure per type; 1 when anything is stale."""
-    wanted = {page: page_text(rows)}
+    wanted = {page: page_text(rows, sources)}
     for t in sorted({int(r["chart_type"]) for r in rows}):
         wanted[figures / f"grape-generalization-type{t}.svg"] = figure_svg(rows, t)
     stale = [p for p, text in wanted.items() if not p.exists() or p.read_text() != text]
@@ -335,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--types", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--n-train", type=int, default=5000, help=f"training charts (the paper: {PAPER_N_TRAIN})")
+    ap.add_argument("--n-train", type=int, default=10000, help=f"training charts (the paper: {PAPER_N_TRAIN})")
     ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--n-ood", type=int, default=50, help="test charts perturbed at each level")
     ap.add_argument("--checkpoints", default=str(Path(tempfile.gettempdir()) / "grape-generalization-checkpoints"))

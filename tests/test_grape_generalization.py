@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import re
+from types import SimpleNamespace
 
 import pytest
 from scipy.stats import spearmanr
@@ -46,6 +47,26 @@ def test_an_unknown_parameter_in_the_digitised_file_is_named_with_its_line(tmp_p
     path.write_text(DIGITISED.read_text().replace("barWidth.svg,barWidth,", "barWidth.svg,barHeight,", 1))
     with pytest.raises(SystemExit, match=r"curves.csv:37: unknown parameter 'barHeight'"):
         G.paper_curves(path)
+
+
+def test_a_seed_trains_for_every_epoch_it_is_given(monkeypatch, tmp_path):
+    """The column network's loss sits at chance for its first few tens of thousands of charts: a
+    seed stopped early on that plateau's noisy validation loss would score an untrained network."""
+    seen = []
+
+    def run_recipe(recipe, echo):
+        seen.append(recipe)
+        task = recipe.tasks[0]
+        return [SimpleNamespace(scores={task: [SimpleNamespace(name="mlae", value=1.0, ci_low=0.5, ci_high=1.5)]})]
+
+    monkeypatch.setattr("harness.run.run_recipe", run_recipe)
+    assert G.one_run(3, 2, 400, 7, 10, str(tmp_path)) == {"mlae": (1.0, 0.5, 1.5)}
+    (recipe,) = seen
+    options = recipe.models[0].options
+    assert (options["seed"], options["max_epochs"]) == (2, 7)
+    assert options["patience"] >= 7
+    assert recipe.tasks == ["ratio.chart.grape_type3"]
+    assert recipe.task_options["ratio.chart.grape_type3"]["n_train"] == 400
 
 
 def _nums(cell: str) -> list[float]:
@@ -120,3 +141,24 @@ def test_a_stale_page_or_figure_is_caught(tmp_path):
     figure = next(tmp_path.glob("grape-generalization-type*.svg"))
     figure.write_text(figure.read_text().replace("MLAE", "MLAF", 1))
     assert G.write_page(rows, check=True, page=tmp_path / "page.md", figures=tmp_path) == 1
+
+
+def test_grape_lightness_round_trip_has_no_gamma():
+    """White darkened by dL* 10: L* 90 is Y = 0.763, which GRAPE writes as 0.763 * 255 truncated
+    (194); a proper sRGB encoding of the same Y is 226. A zero shift moves a channel by at most one
+    level (the truncation)."""
+    import numpy as np
+
+    from harness.stimuli.bars.colours import shift_lightness
+
+    white = np.array([255, 255, 255], np.uint8)
+    assert G.grape_round_trip(white, -10).tolist() == [194, 194, 194]
+    assert shift_lightness(white, -10).tolist() == [226, 226, 226]
+    colours = np.array([[240, 248, 255], [0, 0, 128], [255, 127, 80]], np.uint8)
+    assert np.abs(G.grape_round_trip(colours, 0).astype(int) - colours).max() <= 1
+
+
+def test_gestalt_darkens_the_background_less_than_grape_at_the_same_shift(sources):
+    """The background pool darkened by dL* 25 moves further in GRAPE's round trip than in gestalt's."""
+    grape, gestalt = G.pixel_shift(sources, "background_lightness", -25)
+    assert grape > 1.5 * gestalt > 0
