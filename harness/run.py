@@ -45,6 +45,7 @@ from .scores.ranking import (
     rank_task,
     shown_value,
     value_interval,
+    verdict_text,
 )
 from .scores.record import Score
 from .scores.tasks import Bootstrap, Family, get_family
@@ -1024,7 +1025,7 @@ def legend_lines(results: list[BatteryResult]) -> list[str]:
 def _verdict_lines(family: Family, scores: dict[str, list[Score]]) -> list[str]:
     """An unranked task's models, each with its family's verdict scores as the table shows them."""
     width = max(len(m) for m in scores)
-    return [f"  {'-':<5} {m:<{width}}  {text}" for m, given in scores.items() if (text := family.verdict_text(given))]
+    return [f"  {'-':<5} {m:<{width}}  {text}" for m, given in scores.items() if (text := verdict_text(family, given))]
 
 
 def _provisional_line(r: BatteryResult, task_id: str, primary: tuple[str, ...]) -> str:

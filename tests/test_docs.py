@@ -101,6 +101,7 @@ RUN_BY = {
     r"^gestalt ui( --verbose)?$": ("tests/test_mlflow_presentation.py", ["def test_ui_is_quiet_unless_verbose"]),
     r"^bash docker/build\.sh( --recipe recipes/quick\.yaml --tag \S+)?$":
         (".ci/run", ["bash docker/build.sh --recipe recipes/quick.yaml"]),
+    r"^bash docker/build\.sh --hub \S+$": (".ci/run", ['--hub "$(cat "$hub/url")"']),
     r"^(docker|podman) run .*-v \"\$PWD:/workspace\" .*gestalt recipe full\.yaml":
         ("tests/test_image.py", ['"-v", f"{workspace}:/workspace"', 'run_image("recipe", "quick.yaml"']),
     r"gestalt recipe full\.yaml --runtime\.processes=8 --runtime\.device=cuda":

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..tracking.batteries import SUMMARY_FINGERPRINT, SUMMARY_TAG, summary_url
-from ..scores.ranking import value_interval
+from ..scores.ranking import value_interval, verdict_text
 from ..scores.record import Score
 from ..scores.tasks import family_of
 from ..tracking.store import column_width, update_shared_view
@@ -54,7 +54,7 @@ def answer_text(task: str, scores: list[Score], groups: str) -> str:
     no order answers (:attr:`~harness.scores.tasks.Family.unranked`) shows its verdict scores,
     as the terminal does."""
     family = family_of(task)
-    if family is not None and not family.ranked and (verdict := family.verdict_text(scores)):
+    if family is not None and not family.ranked and (verdict := verdict_text(family, scores)):
         return verdict
     lead = None if family is None else family.lead_score(scores)
     if family is None or lead is None or lead.value is None:

@@ -25,7 +25,7 @@ parseable) is reported as such and never ranked as a number. Pure numpy.
 from __future__ import annotations
 
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -33,7 +33,7 @@ import numpy as np
 
 from .bootstrap import resample_indices
 from .record import Score
-from .tasks import Bootstrap, get_family
+from .tasks import Bootstrap, Family, get_family
 
 if TYPE_CHECKING:
     from ..stimuli.base import StimulusSet
@@ -63,6 +63,13 @@ def shown_value(score: Score, decimals: int = 3) -> str:
     censored below``): the score tables' and the unranked tasks' form."""
     side = score.extra.get("censored")
     return value_interval(score, decimals) + (f" censored {side}" if side else "")
+
+
+def verdict_text(family: Family, scores: Sequence[Score]) -> str:
+    """An unranked task's answer for one model: its family's verdict scores as the tables print
+    them (``capacity 7.9 [6.8, 9.1]; capacity_in_band 1``); '' for a family without a verdict."""
+    by = {s.name: s for s in scores}
+    return "; ".join(f"{n} {shown_value(by[n], family.decimals_of(n))}" for n in family.verdict if n in by)
 
 
 @dataclass(frozen=True)

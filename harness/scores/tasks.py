@@ -87,13 +87,6 @@ class Family:
     def ranked(self) -> bool:
         return bool(self.primary) and not self.unranked
 
-    def verdict_text(self, scores: Sequence[Score]) -> str:
-        """An unranked task's answer for one model: its verdict scores as the tables print them
-        (``capacity 7.9 [6.8, 9.1]; capacity_in_band 1``); '' for a family without a verdict."""
-        from .ranking import shown_value  # ranking imports this module
-
-        by = {s.name: s for s in scores}
-        return "; ".join(f"{n} {shown_value(by[n], self.decimals_of(n))}" for n in self.verdict if n in by)
 
     def score(self, records: list[dict], stimset: StimulusSet, boot: Bootstrap) -> list[Score]:
         """The scorer's scores; where the answers were read by a rule other than the paper's (the
