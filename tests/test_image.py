@@ -14,6 +14,7 @@ limits.
 import hashlib
 import json
 import os
+import re
 import resource
 import subprocess
 import tarfile
@@ -84,7 +85,9 @@ def test_quick_recipe_offline_as_the_user_equals_bare_metal(tmp_path, quick_run)
     ws = user_folder(tmp_path)
     done = run_image("recipe", "quick.yaml", "--runtime.progress=false", workspace=ws)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "device auto: no CUDA GPU visible to torch; running on the CPU" in done.stderr
+    # said once, whichever way it learnt there is no GPU (no driver in the container, or torch)
+    assert re.search(r"device auto: (no GPU driver on this machine|no CUDA GPU visible to torch); "
+                     r"running on the CPU", done.stderr), done.stderr[-3000:]
     assert "huggingface.co" not in done.stderr
     made = [p for p in ws.rglob("*")]
     assert (ws / "mlflow.db").is_file() and list((ws / "outputs" / "quick").rglob("*.jsonl")), made
