@@ -77,6 +77,7 @@ from .tracking.store import (
     tracking_uri,
 )
 from .trials.distributed import RESUME, Dist, Interrupted, file_lock, interrupts_as_exceptions
+from .trials.progress import slow_step
 from .trials.records import RecordStore, per_stimulus
 from .trials.runner import CountingAdapter, count_cached, run_task, trial_keys
 
@@ -740,10 +741,11 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
                     return _with_items(_logged_result(spec.id, found[0], found[1]), p, stimsets, stores)
             folder_id, experiment_id = "", None
             if track:
-                folder_id = battery_folder_id(folder)
-                experiment_id = open_store(uri, recipe.tracking.experiment)  # once: BatteryRun takes it
-                prior = find_battery(experiment_id, spec.id, key, _records_digest(stores), folder_id,
-                                     new_run=new_run)
+                with slow_step(f"{spec.id}: finding its MLflow run", recipe.runtime.progress):
+                    folder_id = battery_folder_id(folder)
+                    experiment_id = open_store(uri, recipe.tracking.experiment)  # once: BatteryRun takes it
+                    prior = find_battery(experiment_id, spec.id, key, _records_digest(stores), folder_id,
+                                         new_run=new_run)
                 for closed in prior.closed:
                     echo(f"{spec.id}: run {closed} was abandoned by a killed process; marked FAILED")
             rescored = _changed_since_finished(spec.id, prior, stores, rescore) if prior.finished else ""
@@ -798,6 +800,7 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
                     run_id: str, echo: Callable[[str], None], budget: Budget | None = None) -> BatteryResult:
     spec = p.model
     track = run is not None
+    shown = recipe.runtime.progress and dist.is_main
     result = BatteryResult(spec.id, run_id)
     if track:
         run.log_params({
@@ -846,35 +849,39 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
         if not dist.is_main:
             continue
         scored = tr.records if task.all_reps else per_stimulus(tr.records)
-        scores = get_family(task.scoring).score(scored, stimset, recipe.bootstrap)
-        clock = _lap(result.seconds[task.task_id], "scores", clock)
-        result.scores[task.task_id] = scores
-        result.items[task.task_id] = primary_items(task.scoring, scores, scored, stimset)
-        intervals[task.task_id] = {"version": stimset.version, "readout": readout,
-                                   "stimulus_set_sha256": stimset.sha256,
-                                   "scores": [s.to_dict() for s in scores]}
-        if (items := result.items[task.task_id]) is not None:  # the report ranks paired from them
-            intervals[task.task_id]["primary_items"] = items.to_dict()
-        if paid:  # the task's calls as the vendors counted them, and their cost at the table's prices
-            intervals[task.task_id]["usage"] = task_usage(tr.records, *prices)
-        if track:
-            from .reports.battery import battery_figures  # matplotlib: only when figures are drawn
+        # one step: a task's end is silent for no more than SLOW_STEP_S, however its parts divide
+        with slow_step(f"{spec.id} {task.task_id}: scoring with bootstrap intervals"
+                       + (", drawing figures, logging to MLflow" if track else ""), shown):
+            scores = get_family(task.scoring).score(scored, stimset, recipe.bootstrap)
+            clock = _lap(result.seconds[task.task_id], "scores", clock)
+            result.scores[task.task_id] = scores
+            result.items[task.task_id] = primary_items(task.scoring, scores, scored, stimset)
+            intervals[task.task_id] = {"version": stimset.version, "readout": readout,
+                                       "stimulus_set_sha256": stimset.sha256,
+                                       "scores": [s.to_dict() for s in scores]}
+            if (items := result.items[task.task_id]) is not None:  # the report ranks paired from them
+                intervals[task.task_id]["primary_items"] = items.to_dict()
+            if paid:  # the task's calls as the vendors counted them, and their cost at the table's prices
+                intervals[task.task_id]["usage"] = task_usage(tr.records, *prices)
+            if track:
+                from .reports.battery import battery_figures  # matplotlib: only when figures are drawn
 
-            history = p.adapter.history
-            if history or tr.artifacts:
-                run.log_training(task.task_id, list(history), tr.artifacts)
-            figs = battery_figures(task.task_id, tr.records, scores, stimset, spec.id)
-            clock = _lap(result.seconds[task.task_id], "figures", clock)
-            run.log_task(task.task_id, scores, tr.records, figs, store.path)
-            _lap(result.seconds[task.task_id], "tracking", clock)
+                history = p.adapter.history
+                if history or tr.artifacts:
+                    run.log_training(task.task_id, list(history), tr.artifacts)
+                figs = battery_figures(task.task_id, tr.records, scores, stimset, spec.id)
+                clock = _lap(result.seconds[task.task_id], "figures", clock)
+                run.log_task(task.task_id, scores, tr.records, figs, store.path)
+                _lap(result.seconds[task.task_id], "tracking", clock)
     result.model_calls = sum(dist.gather([adapter.calls - calls_before]))
     result.failed_calls = sum(failed_call(r["parse_status"], r.get("extras")) for r in answered)
     result.failed = stopped or _failure(answered)
     if track:
         clock = time.perf_counter()
-        run.log_metrics(run_totals(p, stores, run_id, result.model_calls))
-        run.log_battery(intervals=intervals, recipe=recipe.resolved(), recipe_sha256=recipe.sha256,
-                        stimulus_sets={t: s.sha256 for t, s in stimsets.items() if not s.unavailable})
+        with slow_step(f"{spec.id}: logging the battery to MLflow", shown):
+            run.log_metrics(run_totals(p, stores, run_id, result.model_calls))
+            run.log_battery(intervals=intervals, recipe=recipe.resolved(), recipe_sha256=recipe.sha256,
+                            stimulus_sets={t: s.sha256 for t, s in stimsets.items() if not s.unavailable})
         _lap(result.seconds["battery"], "tracking", clock)
     return result
 

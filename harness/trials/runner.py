@@ -27,6 +27,7 @@ from ..readouts.registry import get_readout
 from ..stimuli.base import StimulusSet, prefetched
 from ..stimuli.registry import TaskSpec
 from .distributed import Dist
+from .progress import slow_step
 from .records import RecordStore, cache_key, make_record, trial_id
 
 if TYPE_CHECKING:
@@ -161,14 +162,16 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
              charge: Callable[[list[dict]], None] | None = None) -> TaskResult:
     if stimset.unavailable:
         return TaskResult(task.task_id, [], 0, 0, readout_name, unavailable=stimset.unavailable)
-    readout_cls = get_readout(readout_name)
-    readout = readout_cls(stimset, **readout_options)
-    readout.dist = dist
-    n_reps = readout.n_reps  # a readout may multiply repetitions (every montage permutation x n_reps)
-    settings = readout.settings
-    trials = [(s, rep) for s in stimset.test for rep in range(n_reps)]
-    fingerprint = fingerprint_hash(adapter.fingerprint)
-    keys = trial_keys(task.task_id, stimset, model_spec.id, readout, fingerprint)
+    visible = progress and dist.is_main  # bars and step lines: the main process's, when asked
+    with slow_step(f"{model_spec.id} {task.task_id}: drawing the stimuli", visible):
+        readout_cls = get_readout(readout_name)
+        readout = readout_cls(stimset, **readout_options)
+        readout.dist = dist
+        n_reps = readout.n_reps  # a readout may multiply repetitions (every montage permutation x n_reps)
+        settings = readout.settings
+        trials = [(s, rep) for s in stimset.test for rep in range(n_reps)]
+        fingerprint = fingerprint_hash(adapter.fingerprint)
+        keys = trial_keys(task.task_id, stimset, model_spec.id, readout, fingerprint)
     readout.embeddings = EmbeddingCache(store.path.with_suffix(".probe-train.npz"), fingerprint)
 
     if dist.is_main:
@@ -185,9 +188,10 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
     if pending and charge is not None:
         charge([])  # a budget already spent (in earlier runs too) sends nothing
     if pending:
-        with hub_progress_bars(progress and dist.is_main):  # a model loads inside, on first use
-            readout.prepare_ahead = prepares_beside(adapter.device)
-            readout.prepare(adapter)
+        with hub_progress_bars(visible):  # a model loads inside, on first use
+            with slow_step(f"{model_spec.id} {task.task_id}: loading the model, preparing the readout", visible):
+                readout.prepare_ahead = prepares_beside(adapter.device)
+                readout.prepare(adapter)
             mine = dist.shard(len(pending))
             model = adapter
             from ..models.api_batch import batch_job  # httpx2 and asyncio: only with trials to send
@@ -204,7 +208,7 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
                 batch.wait()
                 model = CountingAdapter(batch.answerer(), adapter.device)
             bar = None
-            if progress and dist.is_main:
+            if visible:
                 from tqdm import tqdm
 
                 bar = tqdm(total=len(pending), desc=f"{model_spec.id} {task.task_id}", unit="trial",
