@@ -120,7 +120,7 @@ def test_remembered_stimulus_hashes_equal_cold_ones_and_draw_nothing(tmp_path, m
 
     cold = [s.sha256 for s in build()]  # as before: drawn and PNG-encoded
     assert prime(build()) == (0, 135)
-    assert len(Memo(TABLE).data) == 135
+    assert len(json.loads(Memo(TABLE).path.read_text())) == 135
     drawn = []
     monkeypatch.setattr(base, "_load", lambda source: drawn.append(source))
     monkeypatch.setattr(base, "png_bytes", lambda image: drawn.append(image))
@@ -230,3 +230,20 @@ def test_swapped_stimulus_hashes_in_the_memo_are_not_trusted(tmp_path, monkeypat
     assert [s.sha256 for s in warm[0].stimuli] == cold
     (line,) = [r.getMessage() for r in caplog.records if str(path) in r.getMessage()]
     assert "2 entries do not match" in line, line
+
+
+def test_a_memo_checks_only_the_entries_it_reads(tmp_path, monkeypatch):
+    """A rerun reads a few hundred stimulus hashes from a table that holds every chart a user ever
+    drew (tens of thousands after a GRAPE training run): it checks those it reads, not the table."""
+    from harness.memo import Memo
+
+    memo = Memo("big", folder=tmp_path)
+    for i in range(2000):
+        memo.set(f"k{i}", i)
+    memo.save()
+    checked = []
+    reader = Memo("big", folder=tmp_path)
+    seal = reader.seal
+    monkeypatch.setattr(reader, "seal", lambda key, value: checked.append(key) or seal(key, value))
+    assert [reader.get("k7"), reader.get("k1999"), reader.get("absent", "none")] == [7, 1999, "none"]
+    assert checked == ["k7", "k1999"]
