@@ -17,6 +17,7 @@ from tests.conftest import MIRROR
 
 DIGITISED = MIRROR / "grape" / G.DIGITISED
 EFFECT = 0.1  # MLAE: the size both the paper's curves and gestalt's intervals must exceed to count
+UNTRAINED = 3.0  # IID MLAE above which a network's ratios are off by about 8 points in 100: not yet learnt
 
 
 def test_each_curve_point_joins_the_config_level_it_was_drawn_at(sources):
@@ -100,7 +101,9 @@ def _recomputed() -> dict[int, dict]:
         mean = [sum(table[n]["effects"]) / len(table[n]["effects"]) for n in names]
         per_seed = [spearmanr([table[n]["effects"][k] for n in names], paper)[0]
                     for k in range(len(table[names[0]]["effects"]))]
-        out[t] = {"table": table, "rho": spearmanr(mean, paper)[0], "per_seed": per_seed}
+        iid = next(_nums(r["mlae_by_seed"]) for r in rows if int(r["chart_type"]) == t and r["parameter"] == "iid")
+        out[t] = {"table": table, "rho": spearmanr(mean, paper)[0], "per_seed": per_seed,
+                  "untrained": sum(iid) / len(iid) > UNTRAINED}
     return out
 
 
@@ -113,9 +116,13 @@ def test_the_page_shows_the_agreement_the_data_file_gives():
             assert row, f"type {t}: no row for {name}"
             paper, paper_verdict, effect, verdict = (c.strip() for c in row.groups())
             assert float(paper) == pytest.approx(a["paper_effect"], abs=0.006)
-            assert (paper_verdict, verdict) == (a["paper"], a["gestalt"]), (t, name)
+            assert (paper_verdict, verdict) == (a["paper"], "untrained" if got["untrained"] else a["gestalt"]), \
+                (t, name)
             mean = sum(a["effects"]) / len(a["effects"])
             assert effect.startswith(f"{mean:+.2f} [{min(a['effects']):+.2f}, {max(a['effects']):+.2f}]")
+        if got["untrained"]:  # flat curves of a network that has not learnt: no agreement is read from them
+            assert "Agreement not measured" in section and "Sign agreement" not in section and "Spearman" not in section
+            continue
         decided = [a for a in got["table"].values() if a["gestalt"] != "undecided"]
         same = sum(a["gestalt"] == a["paper"] for a in decided)
         assert f"Sign agreement: {same} of {len(decided)} decided parameters" in section
@@ -126,7 +133,9 @@ def test_the_page_shows_the_agreement_the_data_file_gives():
 def test_type_1_agrees_with_the_paper_on_whether_each_parameter_hurts():
     """The paper's adjacent-bars panel: six parameters hurt the network, the title's position and
     font size do not; gestalt's three seeds decide every one the same way."""
-    table = _recomputed()[1]["table"]
+    got = _recomputed()[1]
+    assert not got["untrained"]
+    table = got["table"]
     assert len(table) == 8
     assert {n: a["gestalt"] for n, a in table.items()} == {n: a["paper"] for n, a in table.items()}
 
