@@ -180,3 +180,95 @@ def test_gestalt_darkens_the_background_less_than_grape_at_the_same_shift(source
     """The background pool darkened by dL* 25 moves further in GRAPE's round trip than in gestalt's."""
     grape, gestalt = G.pixel_shift(sources, "background_lightness", -25)
     assert grape > 1.5 * gestalt > 0
+
+
+# The user study's perturbed conditions as the authors' generator settings (derived/user_study_conditions.csv):
+# (GRAPE parameter, settings on bar types 1 and 3, settings on stacked types 2, 4 and 5)
+STUDY_SETTINGS = {
+    "Title position": ("title", {"TitlePosition": "left", "TitlePaddingLeft": 0.05}, None),
+    "Stroke width": ("strokeWidth", {"lineThickness": 2, "fixBarGap": 2}, None),
+    "Bar width": ("barWidth", {"barWidth": 5}, {"stackWidth": 27}),
+    "Bkgd color": ("bgColorL", {"LABperturbation": True, "bgcolorL_perturbation": -25}, None),
+    "Stroke color": ("strokeColorL", {"strokeLABperturbation": True, "strokecolorL_perturbation": 25}, None),
+    "Bar color": ("barColorL", {"barLABperturbation": True, "barcolorL_perturbation": -15}, None),
+    "Bar length": ("data", {"outdata": True, "values.valueRange": [1, 10, 93, 100]}, None),
+    "dot position": ("markPosition", {"mark.bottomValue": 2}, {"mark.dotDeviation": 3}),
+}
+HARNESS_NAMES = {"title": "title_position", "strokeWidth": "stroke_width", "barWidth": "bar_width",
+                 "bgColorL": "background_lightness", "strokeColorL": "stroke_lightness",
+                 "barColorL": "bar_lightness", "data": "bar_length", "markPosition": "dot_position"}
+
+
+def _study_expected() -> dict[int, dict[str, dict]]:
+    """Per type and condition: people's, ResNet-152's and gestalt's verdicts, recomputed from the
+    digitised figure, the released level table and the data file."""
+    import json
+
+    with (MIRROR / "grape" / "derived" / "perturbation_levels.csv").open(newline="") as f:
+        levels = list(csv.DictReader(f))
+    with (MIRROR / "grape" / G.USER_STUDY).open(newline="") as f:
+        digitised = {(int(r["inferred_cm_type"]), r["condition"], r["agent"]): r for r in csv.DictReader(f)}
+    rows = list(csv.DictReader(G.RESULTS.open(newline="")))
+
+    def change(t, condition, agent):
+        c, s = digitised[(t, condition, agent)], digitised[(t, "Standard", agent)]
+        half = sum(((float(r["ci95_high"]) - float(r["ci95_low"])) / 2) ** 2 for r in (c, s)) ** 0.5
+        delta = float(c["mlae_mean"]) - float(s["mlae_mean"])
+        return delta, "hurts" if delta - half > EFFECT else "not shown"
+
+    out: dict[int, dict[str, dict]] = {}
+    for t in sorted({int(r["chart_type"]) for r in rows}):
+        for condition, (grape, bar, stacked) in STUDY_SETTINGS.items():
+            settings = bar if t in (1, 3) or stacked is None else stacked
+            (testdata,) = [lv["testdata"] for lv in levels if int(lv["cm_type"]) == t and lv["parameter"] == grape
+                           and json.loads(lv["changed_settings"]) == settings]
+            (row,) = [r for r in rows if int(r["chart_type"]) == t and r["testdata"] == testdata
+                      and r["parameter"] == HARNESS_NAMES[grape]]
+            lows = _nums(row["delta_low_by_seed"])
+            out.setdefault(t, {})[condition] = {
+                "human": change(t, condition, "human"), "resnet": change(t, condition, "cnn_resnet152"),
+                "gestalt": "hurts" if all(lo > EFFECT for lo in lows) else
+                "not shown" if all(lo <= EFFECT for lo in lows) else "undecided",
+                "delta": _nums(row["delta_by_seed"])}
+    return out
+
+
+def test_the_page_sets_people_beside_the_networks_on_the_user_study_conditions():
+    text = G.PAGE.read_text().split("## People and networks on the user-study conditions")[1]
+    for t, conditions in _study_expected().items():
+        section = text.split(f"### Type {t} ")[1].split("\n### ")[0]
+        untrained = "has not learnt this type" in section
+        for condition, e in conditions.items():
+            row = re.search(rf"^\| {condition} \| [^|]+ \| ([^|]+) \| ([^|]+) \| ([^|]+) \| ([^|]+) \| ([^|]+) \| "
+                            r"([^|]+) \|", section, re.M)
+            assert row, f"type {t}: no row for {condition}"
+            human, human_verdict, resnet, resnet_verdict, gestalt, verdict = (c.strip() for c in row.groups())
+            assert float(human.split(" ± ")[0]) == pytest.approx(e["human"][0], abs=0.006)
+            assert float(resnet.split(" ± ")[0]) == pytest.approx(e["resnet"][0], abs=0.006)
+            assert (human_verdict, resnet_verdict) == (e["human"][1], e["resnet"][1]), (t, condition)
+            assert gestalt.startswith(f"{sum(e['delta']) / len(e['delta']):+.2f}")
+            assert verdict == ("untrained" if untrained else e["gestalt"]), (t, condition)
+        ignored = [c for c, e in conditions.items() if e["human"][1] == "not shown"]
+        resnet_only = [c for c in ignored if conditions[c]["resnet"][1] == "hurts"]
+        assert f"Hurt ResNet-152 but not shown to hurt people: {len(resnet_only)} of 8" in section
+        if not untrained:
+            mine = [c for c in ignored if conditions[c]["gestalt"] == "hurts"]
+            assert f"Hurt gestalt's network but not shown to hurt people: {len(mine)} of 8" in section
+
+
+def test_type_1_reproduces_the_paper_headline_on_gestalts_network():
+    """The paper's claim, on gestalt's adjacent-bars network: every perturbation that hurts the
+    paper's ResNet-152 while people are not shown to be hurt by it hurts gestalt's network too, and
+    people are hurt only by bar lengths outside the trained range."""
+    conditions = _study_expected()[1]
+    resnet_only = {c for c, e in conditions.items() if e["resnet"][1] == "hurts" and e["human"][1] == "not shown"}
+    assert len(resnet_only) == 6
+    assert {c for c in resnet_only if conditions[c]["gestalt"] == "hurts"} == resnet_only
+    assert {c for c, e in conditions.items() if e["human"][1] == "hurts"} == {"Bar length"}
+
+
+def test_an_unknown_user_study_condition_is_named_with_its_line(tmp_path):
+    path = tmp_path / "study.csv"
+    path.write_text((MIRROR / "grape" / G.USER_STUDY).read_text().replace(",Bar width,", ",Bar height,", 1))
+    with pytest.raises(SystemExit, match=r"study.csv:\d+: unknown user-study condition 'Bar height'"):
+        G.user_study(path)
