@@ -77,7 +77,7 @@ from .tracking.store import (
     tracking_uri,
 )
 from .trials.distributed import RESUME, Dist, Interrupted, file_lock, interrupts_as_exceptions
-from .trials.progress import slow_step
+from .trials.progress import heard, slow_step
 from .trials.records import RecordStore, per_stimulus
 from .trials.runner import CountingAdapter, count_cached, run_task, trial_keys
 
@@ -579,8 +579,13 @@ def run_recipe(recipe: Recipe, *, echo: Callable[[str], None] = print, new_run: 
     """The recipe's batteries. With ``leave_out`` (`gestalt recipe`), models that cannot run here
     yet are named before any work and run without; each is a result with ``left_out`` set, after
     the batteries. Without it, they stop the run before it starts, as bad input does."""
+    def said(line: str) -> None:  # a line shown ends the silence that a slow step waits out
+        echo(line)
+        heard()
+
+    heard()  # the command line itself was the last thing shown
     with recipe_device(recipe), disk_faults(recipe):
-        return _run_recipe(recipe, echo, new_run, shard, leave_out, rescore)
+        return _run_recipe(recipe, said, new_run, shard, leave_out, rescore)
 
 
 def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,

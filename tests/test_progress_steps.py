@@ -59,3 +59,74 @@ def test_a_step_that_ends_in_time_says_nothing(monkeypatch):
     with progress.slow_step("scoring", shown=True):
         pass
     assert said == []
+
+
+class Asked:
+    """A timer that records the delay each step asked for and never fires."""
+
+    delays: list[float] = []
+
+    def __init__(self, interval, function, args=()):
+        Asked.delays.append(interval)
+        self.daemon = True
+
+    def start(self):
+        pass
+
+    def cancel(self):
+        pass
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(progress, "_clock", lambda: now[0])
+    monkeypatch.setattr(progress.threading, "Timer", Asked)
+    monkeypatch.setattr(Asked, "delays", [])
+    return now
+
+
+def test_quick_steps_back_to_back_are_one_silence(clock):
+    """Two steps of 0.6 x the limit each, with nothing shown between them: the second says its line
+    when the run's silence, not its own time, reaches the limit."""
+    progress.heard()
+    with progress.slow_step("drawing the stimuli", shown=True):
+        clock[0] += 0.6 * progress.SLOW_STEP_S
+    with progress.slow_step("loading the model", shown=True):
+        pass
+    assert Asked.delays == pytest.approx([progress.SLOW_STEP_S, 0.4 * progress.SLOW_STEP_S])
+
+
+def test_a_step_after_a_long_silence_says_its_line_at_once(clock):
+    progress.heard()
+    clock[0] += 3 * progress.SLOW_STEP_S
+    with progress.slow_step("scoring", shown=True):
+        pass
+    assert Asked.delays == [0.0]
+
+
+def test_a_line_shown_starts_the_silence_again(clock, monkeypatch):
+    said = []
+    monkeypatch.setattr(progress, "_say", said.append)
+    progress.heard()
+    clock[0] += 0.9 * progress.SLOW_STEP_S
+    progress._speak("scoring ...")  # the line a timer says
+    with progress.slow_step("logging", shown=True):
+        pass
+    assert said == ["scoring ..."]
+    assert Asked.delays == [progress.SLOW_STEP_S]
+
+
+def test_a_line_the_run_echoes_and_a_closed_trial_bar_start_the_silence_again(monkeypatch, write_recipe):
+    """run_recipe's own lines and the end of each trial bar count as shown: the step after them
+    waits the whole limit."""
+    events = []
+    monkeypatch.setattr(progress, "heard", lambda: events.append("heard"))
+    monkeypatch.setattr("harness.run.heard", progress.heard)
+    monkeypatch.setattr("harness.trials.runner.heard", progress.heard)
+    recipe = write_recipe([MNV2], [SERIES], task_options=SMALL,
+                          runtime={"processes": 1, "device": "cpu", "progress": True})
+    run_recipe(load_recipe(recipe), echo=lambda line: events.append("line"))
+    assert events[0] == "heard"  # the command line
+    assert all(b == "heard" for a, b in zip(events, events[1:]) if a == "line")
+    assert events.count("heard") >= events.count("line") + 2  # and the closed bar

@@ -27,7 +27,7 @@ from ..readouts.registry import get_readout
 from ..stimuli.base import StimulusSet, prefetched
 from ..stimuli.registry import TaskSpec
 from .distributed import Dist
-from .progress import slow_step
+from .progress import heard, slow_step
 from .records import RecordStore, cache_key, make_record, trial_id
 
 if TYPE_CHECKING:
@@ -254,6 +254,7 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
                     bar.update(min(len(chunk) * dist.world, bar.total - bar.n))
             if bar is not None:
                 bar.close()
+                heard()
             if batch is not None:
                 adapter.calls += model.calls
                 batch.finish()
