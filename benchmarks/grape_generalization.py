@@ -181,6 +181,12 @@ def spearman(a: list[float], b: list[float]) -> float:
     return num / den if den else float("nan")
 
 
+def seed_verdict(above: list[bool], none: str) -> str:
+    """gestalt's verdict from each seed's "interval above EFFECT": hurts when every seed's is, ``none``
+    when no seed's is, undecided when the seeds differ."""
+    return "hurts" if all(above) else none if not any(above) else "undecided"
+
+
 def agreement(rows: list[dict]) -> list[dict]:
     """Per type and parameter (those with a paper curve): the paper's and gestalt's largest effect.
 
@@ -200,7 +206,7 @@ def agreement(rows: list[dict]) -> list[dict]:
             per_seed = [max(col) for col in zip(*(_floats(r["delta_by_seed"]) for r in levels))]
             lows = (_floats(r["delta_low_by_seed"]) for r in levels)
             above = [any(lo > EFFECT for lo in col) for col in zip(*lows)]
-            gestalt = "hurts" if all(above) else "no effect" if not any(above) else "undecided"
+            gestalt = seed_verdict(above, "no effect")
             out.append({"chart_type": t, "parameter": p, "paper_effect": paper,
                         "paper": "hurts" if paper > EFFECT else "no effect",
                         "effect_by_seed": per_seed, "gestalt": gestalt})
@@ -247,13 +253,12 @@ def study_rows(rows: list[dict], study: dict, chart_type: int) -> list[dict]:
     for condition, (parameter, bar_level, stack_level) in CONDITIONS.items():
         level = bar_level if chart_type in (1, 3) else stack_level
         r = mine[(parameter, level)]
-        lows = _floats(r["delta_low_by_seed"])
-        above = [lo > EFFECT for lo in lows]
+        above = [lo > EFFECT for lo in _floats(r["delta_low_by_seed"])]
         out.append({"condition": condition, "parameter": parameter, "level": level,
                     "human": study_change(study[chart_type][condition]["human"], standard["human"]),
                     "resnet": study_change(study[chart_type][condition]["cnn_resnet152"], standard["cnn_resnet152"]),
                     "gestalt_by_seed": _floats(r["delta_by_seed"]),
-                    "gestalt": "hurts" if all(above) else "not shown" if not any(above) else "undecided"})
+                    "gestalt": seed_verdict(above, "not shown")})
     return out
 
 
