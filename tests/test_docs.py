@@ -341,3 +341,23 @@ def test_the_published_networks_figure_is_the_report_s(tmp_path, monkeypatch):
 if __name__ == "__main__":
     (REPO / "docs" / "tasks.md").write_text(tasks_page())
     print("wrote docs/tasks.md")
+
+
+def test_readme_says_which_ceilings_are_people_agreeing_with_each_other():
+    """"How well people agree with each other on the same trials" is true of the silhouettes'
+    ceilings, not of the mark colours' B: that one is a cited THINGS test-retest figure, shown
+    beside the task's own split-half."""
+    text = " ".join(README.read_text().split())
+    (sentence,) = [s for s in re.split(r"(?<=\.)\s+", text) if "the **ceiling**" in s]
+    assert "silhouette" in sentence and "test-retest" in sentence and "THINGS" in sentence
+    assert "0.863" in sentence and "0.718" in sentence
+
+
+def test_counting_like_people_names_the_cited_band_and_gestalt_s_capacity():
+    """The 6-12 band is the literature's; where accuracy crosses 50% is gestalt's definition of the
+    capacity. Every page that says a model counts like people says both."""
+    for page in PAGES:
+        text = " ".join(page.read_text().split())
+        for sentence in re.split(r"(?<=[.;])\s+", text):
+            if "a model counts like people" in sentence:
+                assert "cited" in sentence and "gestalt's" in sentence, (page.name, sentence)

@@ -355,3 +355,37 @@ def test_one_builder_for_the_odd_one_out_votes(marks, things500):
         assert list(h.stimulus_ids) == [s.stimulus_id for s in stimset.test]
         assert np.array_equal(h.votes, [s.meta["votes"] for s in stimset.test])
         assert np.array_equal(h.targets[h.primary], [s.human_target for s in stimset.test])
+
+
+# -- the silhouette B ceiling and the observers' non-responses ------------------------------------
+
+def loo_modal_agreement_from_raw(na_as_miss):
+    """Each observer's answer on each test image against the modal answer of the other nine (their
+    non-responses neither vote nor count; ties split), over every answer, or, ``na_as_miss``, over
+    every (observer, image) with an observer's own non-response a miss."""
+    wide = silhouette_raw().pivot(index="image", columns="subj", values="object_response")
+    hits, total = 0.0, 0
+    for _, row in wide.iterrows():
+        for subj, answer in row.items():
+            others = row.drop(subj)
+            counts = others[others != "na"].value_counts()
+            modes = set(counts[counts == counts.max()].index)
+            if answer == "na" and not na_as_miss:
+                continue
+            total += 1
+            hits += (answer in modes) / len(modes)
+    return hits / total
+
+
+def test_silhouette_b_ceiling_says_how_non_responses_count(sources):
+    without, as_miss = loo_modal_agreement_from_raw(False), loo_modal_agreement_from_raw(True)
+    assert round(without, 3) == 0.791 and round(as_miss, 3) == 0.779
+    stimset = silhouette.build(sources)
+    recs = [{"stimulus_id": s.stimulus_id, "response": s.human_target, "parse_status": "ok"}
+            for s in stimset.test]
+    s = by_name(score_classification_vs_observers(recs, stimset, boot=Bootstrap(n_boot=100, n_boot_kappa=100)))
+    for name in ("B", "human_loo_modal_agreement"):
+        got = s[name].ceiling if name == "B" else s[name].value
+        assert got == pytest.approx(without, abs=1e-12), name
+        assert s[name].extra["ceiling_na_as_miss"] == pytest.approx(as_miss, abs=1e-12), name
+        assert "non-responses" in s[name].method and "0.779" in s[name].method, name

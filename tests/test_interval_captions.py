@@ -53,3 +53,20 @@ def test_scorecard_interval_wording_comes_from_the_scores_shown():
     head = card.splitlines()[0]
     assert "within each k" in head and "over stimuli" in head
     assert "Intervals: 95% bootstrap over stimuli." not in head
+
+
+def test_scorecard_says_what_each_ceiling_is():
+    """The mark colours' B ceiling is a cited test-retest figure from THINGS, not agreement among
+    these raters: the scorecard names it and shows the task's own split-half beside it."""
+    from harness.scores.odd_one_out import score_odd_one_out
+    from harness.stimuli import mark_color
+    from harness.sources import Sources
+    from tests.conftest import MIRROR
+
+    stimset = mark_color.build(Sources(mirror=MIRROR), seed=0)
+    records = [{"stimulus_id": s.stimulus_id, "response": 1, "parse_status": "ok",
+                "option_order": list(s.option_order)} for s in stimset.test]
+    scores = score_odd_one_out(records, stimset, boot=Bootstrap(n_boot=100))
+    card = scorecard_markdown("m", "r", {"similarity.chart.mark_color": {"scores": [s.to_dict() for s in scores]}})
+    assert "ceiling: agreement among people." not in card
+    assert "test-retest" in card and "human_majority_split_half is 0.71" in card

@@ -239,3 +239,56 @@ def test_authors_test_set_bad_input_names_the_file(tmp_path, sources):
     with pytest.raises(ValueError, match="no target mask"):
         build_grape(sources, 0, n_train=2, n_val=2, n_test=2, n_ood=1, ood="none", mask=True,
                     authors_test=str(folder))
+
+
+# -- the difference with people carries both sides' uncertainty ----------------------------------
+
+def test_minus_human_combines_the_model_and_the_published_human_interval_in_quadrature():
+    human = {"mlae": 1.391, "ci_low": 1.011, "ci_high": 1.771}
+    value, lo, hi, clause = M.minus_human(-0.378, -0.445, -0.308, human)
+    assert value == pytest.approx(-1.769)
+    # low end: the model's lower half-width with people's upper one (a larger human MLAE lowers
+    # the difference); high end the other two
+    assert lo == pytest.approx(-1.769 - np.hypot(0.067, 0.380))
+    assert hi == pytest.approx(-1.769 + np.hypot(0.070, 0.380))
+    assert "quadrature" in clause and "published" in clause
+    # no published human interval: the model's interval shifted, and the clause says so
+    value, lo, hi, clause = M.minus_human(-0.378, -0.445, -0.308, {"mlae": 1.391})
+    assert (lo, hi) == pytest.approx((-0.445 - 1.391, -0.308 - 1.391))
+    assert "model side only" in clause
+
+
+def test_minus_human_scores_are_as_wide_as_people_s_published_interval(grape_set):
+    scores = {s.name: s for s in get_scorer("mlae_vs_humans")(_records(grape_set, lambda s: s.ground_truth),
+                                                              grape_set)}
+    # a perfect answerer's MLAE is exactly -3 on every draw: the whole width is people's
+    us, cm = grape_set.human.standard, grape_set.human.cleveland_mcgill_1984
+    for name, h in (("mlae_minus_human", us), ("mlae_midmean_minus_human", cm)):
+        s = scores[name]
+        assert s.ci_low == pytest.approx(-3.0 - h.ci_high) and s.ci_high == pytest.approx(-3.0 - h.ci_low), name
+        assert "quadrature" in s.method and "bootstrap over test charts" in s.method, name
+
+
+def test_every_mlae_interval_names_what_it_resamples_and_that_seeds_are_not_in_it(grape_set):
+    from harness.scores.bootstrap import interval_methods
+
+    rng = np.random.default_rng(1)
+    scores = get_scorer("mlae_vs_humans")(
+        _records(grape_set, lambda s: float(np.clip(s.ground_truth + rng.normal(0, 0.05), 0, 1))), grape_set,
+        boot=Bootstrap(n_boot=200))
+    with_interval = [s for s in scores if s.ci_low is not None]
+    assert {s.name for s in with_interval} >= {"mlae", "mlae_minus_human", "ood.bar_width.5.delta_mlae"}
+    for s in with_interval:
+        (clause, *_) = interval_methods([s]) or [""]
+        assert "over" in clause and "charts" in clause and "draws" in clause, (s.name, s.method)
+    for name in ("mlae", "mlae_midmean", "mlae_haehn", "mlae_minus_human"):
+        assert "one training seed" in next(s for s in scores if s.name == name).method, name
+
+
+def test_gradcam_iou_names_its_resampling(sources):
+    ss = build_haehn(sources, 0, chart_type=1, n_train=4, n_val=2, n_test=12)
+    recs = _records(ss, lambda s: s.ground_truth)
+    for r in recs:
+        r["extras"] = {"gradcam": {"shape": [2, 2], "values": [0.0, 1.0, 0.0, 1.0]}}
+    (iou,) = [s for s in get_scorer("mlae_vs_humans")(recs, ss, boot=Bootstrap(n_boot=150)) if s.name == "gradcam_iou"]
+    assert "percentile bootstrap over charts, 150 draws" in iou.method

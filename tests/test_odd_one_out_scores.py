@@ -164,3 +164,13 @@ def test_individual_agreement_ceiling_is_over_the_answered_triplets(stimset):
     v = 57 / 120
     assert s.extra["individual_agreement_full_low"] == pytest.approx((1 - v) * s.value)
     assert s.extra["individual_agreement_full_high"] == pytest.approx((1 - v) * s.value + v)
+
+
+def test_b_shows_the_task_s_own_split_half_beside_the_cited_ceiling(stimset):
+    s = by_name(score_odd_one_out(records(stimset, [1] * 120), stimset))
+    split = s["human_majority_split_half"].value
+    assert round(split, 3) == 0.718
+    for name in ("B", "B_majority"):
+        assert s[name].ceiling == 0.863
+        assert s[name].extra["human_majority_split_half"] == split
+        assert "test-retest" in s[name].ceiling_source and "0.718" in s[name].ceiling_source

@@ -266,3 +266,12 @@ def test_a_model_spec_is_the_typed_entry_not_a_copy_of_some_fields(tmp_path):
             assert getattr(spec, f.name) == getattr(entry, f.name), f.name
     assert spec.options == {"max_batch_size": 64, "generation": {"temperature": 0.5}}
     assert (spec.dtype, spec.precision, spec.batch_size, spec.family) == ("bfloat16", "auto", "auto", "f")
+
+
+def test_stylized_imagenet_networks_share_one_family():
+    """Every network the published-CNNs recipe marks as trained on Stylized-ImageNet ("-60ep": 60
+    epochs on it) is in the Stylized-ImageNet family, so figures coloured by family group them."""
+    recipe = load_recipe(REPO / "recipes" / "published-cnns.yaml")
+    stylized = [m for m in recipe.models if m.id.endswith("-60ep")]
+    assert {m.id for m in stylized} >= {"resnet50-60ep", "alexnet-60ep", "vgg16-60ep"}
+    assert {m.id: m.family for m in stylized} == {m.id: "cnn-stylized" for m in stylized}

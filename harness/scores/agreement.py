@@ -96,14 +96,15 @@ def human_loo_kappa_stat(observer_correct: np.ndarray) -> Statistic:
 
 
 def loo_modal_agreement_draws(labels: np.ndarray, n_labels: int, items: np.ndarray,
-                              observers: np.ndarray) -> np.ndarray:
+                              observers: np.ndarray, na_as_miss: bool = False) -> np.ndarray:
     """Share of (observer, item) answers equal to the modal answer of the *other* observers.
 
     The human B reference for a forced-choice task: how often one person reproduces the others'
     mode. ``labels`` is items x observers (label index, -1 = no answer: neither votes nor counts);
     ``items`` (draws, n) and ``observers`` (draws, J) index one bootstrap draw per row. An
     observer drawn twice is never compared with its own copy. A tie among the others' modes
-    counts a match as 1/len(modes), the expected value of a random tie-break.
+    counts a match as 1/len(modes), the expected value of a random tie-break. An observer's own
+    non-response is left out of the share, or, ``na_as_miss``, counted as a miss.
     """
     labels = np.asarray(labels)
 
@@ -120,7 +121,7 @@ def loo_modal_agreement_draws(labels: np.ndarray, n_labels: int, items: np.ndarr
             top = others.max(axis=-1, keepdims=True)
             modes = (others == top) & (top > 0)
             own = onehot[:, :, j]
-            counted = own.any(axis=-1) & (top[..., 0] > 0)
+            counted = (own.any(axis=-1) | na_as_miss) & (top[..., 0] > 0)
             hits += ((modes & own).sum(axis=-1) / np.maximum(modes.sum(axis=-1), 1) * counted).sum(axis=1)
             total += counted.sum(axis=1)
         return hits / np.maximum(total, 1)
@@ -215,6 +216,7 @@ class PanelReferences:
     pair_two: tuple[float, float]  # two-level CIs of the two
     loo_two: tuple[float, float]
     b_ceiling: float  # human_loo_modal_agreement, with its one- and two-level CIs
+    b_ceiling_na_as_miss: float  # the same with the observers' non-responses counted as misses
     b_ceil_one: tuple[float, float]
     b_ceil_two: tuple[float, float]
     pairwise: np.ndarray  # kappa of each observer pair
@@ -239,6 +241,8 @@ def panel_references(human_all: np.ndarray, labels: np.ndarray, n_labels: int, n
         pair_two=recentred_ci(ceil_pair[0], two_level_pairwise_kappa(human_all, items_k, obs_k)),
         loo_two=recentred_ci(ceil_loo[0], two_level_loo_kappa(human_all, items_k, obs_k)),
         b_ceiling=b_ceiling,
+        b_ceiling_na_as_miss=float(loo_modal_agreement_draws(labels, n_labels, np.arange(n_all)[None], identity,
+                                                             na_as_miss=True)[0]),
         b_ceil_one=percentile_ci(loo_modal_agreement_draws(labels, n_labels, items_b,
                                                            np.repeat(identity, n_boot, axis=0))),
         b_ceil_two=recentred_ci(b_ceiling, loo_modal_agreement_draws(
@@ -340,13 +344,18 @@ def score_classification_vs_observers(records: list[dict], stimset: StimulusSet,
         return out
 
     kboot = f"{ONE_LEVEL}, {n_boot_kappa} draws; {TWO_LEVEL} in extra"
+    # a person who gave no answer ("na") neither matched nor missed the others' mode: the ceiling
+    # is over the answers given; counting each non-response as a miss gives the lower figure beside it
+    na_words = (f"the observers' non-responses left out (counted as misses: "
+                f"{ref.b_ceiling_na_as_miss:.3f}, in extra)")
+    na_extra = {"ceiling_na_as_miss": ref.b_ceiling_na_as_miss}
     return [
         rec("accuracy", acc, f"mean 1[r=g]; {ONE_LEVEL}, {n_boot} draws; floor: best constant "
             "answer", floor=best_constant(truth), extra={"human_accuracy": float(p.mean())}),
         rec("B", b, f"mean 1[r=modal human response]; {ONE_LEVEL}, {n_boot} draws; floor: best "
-            "constant answer vs the modal answers; ceiling: human_loo_modal_agreement" + panel_note,
+            f"constant answer vs the modal answers; ceiling: human_loo_modal_agreement, {na_words}" + panel_note,
             floor=best_constant(modal), ceiling=ref.b_ceiling,
-            extra={"B_full_low": lo, "B_full_high": hi, "null_fraction": v}),
+            extra={"B_full_low": lo, "B_full_high": hi, "null_fraction": v, **na_extra}),
         rec("kappa", kap, f"aggregate error consistency vs panel p_i; {kboot}" + panel_note,
             floor=0.0, ceiling=ref.ceil_pair[0],
             extra={"ceiling_ci": [ref.ceil_pair[1], ref.ceil_pair[2]], "ceiling_loo": ref.ceil_loo[0],
@@ -360,8 +369,8 @@ def score_classification_vs_observers(records: list[dict], stimset: StimulusSet,
               f"each observer vs leave-one-out panel mean; {kboot}; range = min-max over observers",
               {**two(ref.loo_two), **spread(ref.loo_each, "kappa_loo")}),
         human("human_loo_modal_agreement", (ref.b_ceiling, *ref.b_ceil_one),
-              f"share of answers equal to the other observers' modal answer (ties split); "
-              f"{ONE_LEVEL}, {n_boot} draws; {TWO_LEVEL} in extra", two(ref.b_ceil_two)),
+              f"share of answers equal to the other observers' modal answer (ties split), {na_words}; "
+              f"{ONE_LEVEL}, {n_boot} draws; {TWO_LEVEL} in extra", {**two(ref.b_ceil_two), **na_extra}),
         human("human_accuracy", bootstrap(mean_stat(p), n_all, n_boot, seed),
               f"mean observer accuracy; {ONE_LEVEL}, {n_boot} draws; range = min-max over "
               "observers", spread(ref.accuracy_each, "accuracy")),

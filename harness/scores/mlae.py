@@ -36,7 +36,14 @@ Haehn's form its expectation is about 5.0: 4.995 on GRAPE's type-1 test set (1,0
 0) and 4.881 on the Haehn-generated one, whose truths differ (tests/test_chance_floor.py
 recomputes both).
 ``mlae_minus_human`` scores give model minus human
-directly (CI from the model's bootstrap, the human value held fixed).
+directly; their interval carries both sides' uncertainty (:func:`minus_human`): the model's
+percentile bootstrap over test charts and the human value's published 95% interval, combined in
+quadrature per side. Where no human interval is published the interval is the model's alone, and
+its method says so.
+
+Every MLAE interval resamples the test charts with the model's answers held fixed: for a trained
+network that is one training seed, and the spread over seeds is not in it (docs/methods.md:
+``benchmarks/bars_seeds.py`` trains several seeds and shows their range).
 
 Grad-CAM IoU (GRAPE Eq. 4): the map (models/regressors.py: on a layer that keeps both image
 dimensions; colnet's later maps have height 1) is resized bilinearly to the mask (pixel centres aligned,
@@ -133,6 +140,32 @@ def mlae(estimate, truth, *, scale: Scale, form: Form = "grape") -> float:
     lae_ = log_abs_error(estimate, truth, scale=scale)  # validates
     abs_pct = np.exp2(lae_) - OFFSET
     return float(_form_stat(form, abs_pct)(np.arange(len(abs_pct))[None])[0])
+
+
+def minus_human(value: float, lo: float, hi: float,
+                human: dict[str, Any]) -> tuple[float, float, float, str]:
+    """Model MLAE minus a published human MLAE, with a 95% interval carrying both uncertainties,
+    and the method clause that says how.
+
+    ``value`` [``lo``, ``hi``] is the model's MLAE and its percentile interval; ``human`` has
+    ``mlae`` and, where published, its 95% ``ci_low``/``ci_high``. The two sides are independent
+    (different people, different charts), so their half-widths add in quadrature, side by side:
+    the difference's low end pairs the model's lower half-width with people's upper one (a larger
+    human MLAE lowers the difference), its high end the other two. Quadrature rather than adding
+    normal draws to the bootstrap's: it needs no random numbers, keeps the published interval's
+    asymmetry, and a difference recomputes from the two intervals alone.
+    """
+    h = float(human["mlae"])
+    h_lo, h_hi = human.get("ci_low"), human.get("ci_high")
+    d = value - h
+    if h_lo is None or h_hi is None or not (np.isfinite(h_lo) and np.isfinite(h_hi)):
+        return d, lo - h, hi - h, ("95% interval: the model side's percentile bootstrap interval only; it "
+                                   "covers the model side only (no human interval published)")
+    low = d - float(np.hypot(value - lo, h_hi - h))
+    high = d + float(np.hypot(hi - value, h - h_lo))
+    return d, low, high, ("95% interval: the model side's percentile bootstrap interval and the "
+                          "published human 95% interval combined in quadrature, end by end (low end: "
+                          "the model's lower and the human's upper half-width)")
 
 
 def mlae_ci(estimate, truth, *, scale: Scale, form: Form = "grape", n_boot: int = N_BOOT_DEFAULT,
@@ -291,17 +324,18 @@ def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, boot: Boo
             value, lo, hi = bootstrap(_form_stat(form, abs_pct), len(ids), n_boot, seed)
             human = _human_for(refs, form, parameter, level)
             floor = chance_mlae(truth, scale="fraction", form=form, seed=seed) if len(ids) else None
+            charts = charts_boot(n_boot)
             scores.append(Score(name=f"{prefix}{name}", value=value, ci_low=lo, ci_high=hi, n=len(ids),
-                                nulls=nulls, method=f"{FORMS[form]}; percentile bootstrap over charts, "
-                                f"{n_boot} draws; floor = uniform guessing", version=version,
-                                floor=floor, extra={"human": human} if human else {}))
+                                nulls=nulls, method=f"{FORMS[form]}; {charts}; floor = uniform guessing",
+                                version=version, floor=floor, extra={"human": human} if human else {}))
             for ref_name, h in human.items():
                 if ref_name in ("grape_user_study", "cleveland_mcgill_1984") and parameter is None:
+                    d, d_lo, d_hi, how = minus_human(value, lo, hi, h)
                     scores.append(Score(
-                        name=f"{prefix}{name}_minus_human", value=value - h["mlae"], ci_low=lo - h["mlae"],
-                        ci_high=hi - h["mlae"], n=len(ids), nulls=nulls,
-                        method=f"model {name} minus the human {ref_name} MLAE (human value fixed)",
-                        version=version, extra={"human_reference": ref_name, "human": h}))
+                        name=f"{prefix}{name}_minus_human", value=d, ci_low=d_lo, ci_high=d_hi,
+                        n=len(ids), nulls=nulls, version=version,
+                        method=f"model {name} minus the human {ref_name} MLAE; model side: {charts}; {how}",
+                        extra={"human_reference": ref_name, "human": h}))
         return lae
 
     iid = form_scores("", groups.get((None, None), []), None, None)
@@ -317,12 +351,12 @@ def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, boot: Boo
         if parameter == RENDERED_BY:  # the same task's charts from another renderer, not a perturbation
             other = form_scores(f"{RENDERED_BY}.{level}.", recs, None, None)
             if other and iid:
-                value, lo, hi = unpaired_gap(np.array(list(other.values())), iid_lae, N_BOOT_DEFAULT, seed)
+                value, lo, hi = unpaired_gap(np.array(list(other.values())), iid_lae, n_boot, seed)
                 scores.append(Score(
                     name=f"{RENDERED_BY}.{level}.mlae_gap", value=value, ci_low=lo, ci_high=hi,
                     n=len(other), nulls=len(recs) - len(other), version=version,
                     method=(f"MLAE (mean form) on the charts rendered by {level} minus MLAE on the task's "
-                            "own IID test charts; independent percentile bootstraps of both sets")))
+                            f"own IID test charts; {charts_boot(n_boot, 'the charts of each set, independently')}")))
             continue
         prefix = f"ood.{parameter}.{level}."
         ood = form_scores(prefix, recs, parameter, recs[0]["manipulated_value"]["level"])
@@ -343,7 +377,7 @@ def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, boot: Boo
                 ("deviation", True, "mean over paired charts of |LAE(OOD) - LAE(IID)| (GRAPE notebooks)")):
             value, lo, hi = paired_delta(o, b, n_boot, seed, absolute)
             scores.append(Score(name=f"{prefix}{name}", value=value, ci_low=lo, ci_high=hi, n=len(o),
-                                nulls=len(recs) - len(o), method=f"{method}; bootstrap over pairs",
+                                nulls=len(recs) - len(o), method=f"{method}; {charts_boot(n_boot, 'paired charts')}",
                                 version=version, extra=extra if name == "delta_mlae" else {}))
     for parameter, devs in sorted(deviations.items()):
         d = np.array(devs)
@@ -351,7 +385,7 @@ def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, boot: Boo
         scores.append(Score(name=f"ood.{parameter}.deviation", value=value, ci_low=lo, ci_high=hi,
                             n=len(d), nulls=0, version=version,
                             method="mean |LAE(OOD) - LAE(IID)| over all levels' paired charts "
-                                   "(GRAPE Fig. 7b); bootstrap over pairs"))
+                                   f"(GRAPE Fig. 7b); {charts_boot(n_boot, 'paired charts')}"))
     if len(deviations) >= 2:
         tests = deviation_ttests({k: np.array(v) for k, v in deviations.items()})
         share = float(np.mean([t["p"] < TTEST_ALPHA for t in tests]))
@@ -362,6 +396,13 @@ def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, boot: Boo
                             extra={"tests": tests}))
     scores += _gradcam_scores(groups, stimset, stimuli, version, seed, n_boot)
     return scores
+
+
+def charts_boot(n_boot: int, unit: str = "test charts") -> str:
+    """The interval clause of a score over a model's answers on the charts: the charts are the
+    resampled unit; the network's training is not redrawn."""
+    return (f"percentile bootstrap over {unit}, {n_boot} draws (the model's answers held fixed: "
+            f"a trained network's interval covers one training seed, not the spread over seeds)")
 
 
 def _mean_of(values: np.ndarray) -> Statistic:
@@ -389,6 +430,7 @@ def _gradcam_scores(groups, stimset, stimuli, version, seed, n_boot) -> list[Sco
                          method=(f"mean IoU of the Grad-CAM region (>= {GRADCAM_THRESHOLD}/255 after "
                                  f"bilinear resize and min-max scaling) with the marked bars' mask; the "
                                  f"map is taken on a layer that keeps both image dimensions (colnet: its "
-                                 f"last full-resolution convolution, its later maps having height 1)")))
+                                 f"last full-resolution convolution, its later maps having height 1); "
+                                 f"{charts_boot(n_boot, 'charts')}")))
     return out
 

@@ -13,7 +13,8 @@ Model scores (over parseable trials; the null fraction v and the bracket (1-v)x 
   not computable from these sources). The colour triplets borrow it: their source
   (:func:`b_ceiling_source`) says so and names their own ``human_majority_split_half``.
   Matching a consensus more often than people re-match it is not meaningful, so B above it is
-  not better; B can still reach 1, and that ceiling is a reference, not a bound.
+  not better; B can still reach 1, and that ceiling is a reference, not a bound. B's ``extra``
+  carries the task's own ``human_majority_split_half`` beside it.
   Against a majority reference ``extra['B_ties_split']`` counts a response to any of t tied
   majority positions as 1/t.
 - ``individual_agreement``: mean over the answered triplets of the share of human votes equal to
@@ -265,7 +266,8 @@ def score_odd_one_out(records: list[dict], stimset: StimulusSet, *,
               extra=_two_level_extra(est["two"]))
         for name, est in refs.items()
     ]
-    ceiling_source = b_ceiling_source(stimset.task_id, refs["human_majority_split_half"]["one"][0])
+    split_half = refs["human_majority_split_half"]["one"][0]
+    ceiling_source = b_ceiling_source(stimset.task_id, split_half)
     human_scores.append(Score(
         name="human_modal_test_retest", value=CITED_B_CEILING, ci_low=None, ci_high=None, n=0,
         nulls=0, version=version, method=ceiling_source, extra={"cited": True}))
@@ -294,6 +296,8 @@ def score_odd_one_out(records: list[dict], stimset: StimulusSet, *,
             "position_shares": f,
             "human_vs_reference": float(np.mean(shares[np.arange(len(ids)), target - 1])),
             "ceiling_source": ceiling_source,
+            # the task's own agreement among its raters, beside the cited ceiling it borrows
+            "human_majority_split_half": split_half,
         }
         if name == "majority":
             top = votes == votes.max(axis=1, keepdims=True)

@@ -161,9 +161,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
                   "capacity_in_band": "1 when the capacity's whole 95% interval lies in people's 6-12 band, else 0"},
            # the paper's likeness is the capacity inside people's 6-12 band (SPEC 6: replication holds
            # when its interval lies in it): in or out, no order; accuracy would rank who counts best
-           unranked="people's capacity is a band (6-12 series), not an order: a model counts like people when "
-                    "its capacity's 95% interval lies in the band (capacity_in_band 1); accuracy would rank "
-                    "who counts best, not who counts like people",
+           unranked="people's capacity is a band (6-12 series, cited from the literature), not an order: a "
+                    "model counts like people when its capacity (gestalt's definition: where its fitted "
+                    "accuracy curve crosses 50%) has its 95% interval in the band (capacity_in_band 1); "
+                    "accuracy would rank who counts best, not who counts like people",
            verdict=("capacity", "capacity_in_band")),
     Family("chart6", "harness.scores.chart6:score_chart6",
            ("accuracy_all", "accuracy_valid", "valid_rate", "gap_all", "gap_valid", "error_r_valid",

@@ -166,8 +166,14 @@ def scorecard_markdown(model: str, run_id: str, intervals: dict[str, Any]) -> st
         drawn += shown
     methods = interval_methods(drawn)
     how = f"95% intervals: {'; '.join(methods)}." if methods else "No intervals."
+    # a ceiling is people agreeing with each other on these trials for some tasks and a cited
+    # figure from other data for others (the mark colours' B): each shown ceiling says which
+    ceilings = list(dict.fromkeys(f"{s.name} {_number(s.ceiling, 3)}: {s.ceiling_source}"
+                                  for s in drawn if s.ceiling is not None and s.ceiling_source))
+    said = f" Ceilings: {'; '.join(ceilings)}." if ceilings else ""
     intro = (f"Alignment scorecard of **{markdown_cell(model)}**, battery run `{run_id}`. Floor: chance "
-             f"or a trivial strategy; ceiling: agreement among people. {markdown_cell(how)}")
+             f"or a trivial strategy; ceiling: a human reference.{markdown_cell(said)} "
+             f"{markdown_cell(how)}")
     return "\n".join([intro, *lines])
 
 
