@@ -131,7 +131,8 @@ class CLI:
         --models=a,b and --tasks=x,y (task ids or battery names) select from the recipe; --dry-run
         prints the plan, then every missing prerequisite, and exits as the run would; --new-run logs
         a new MLflow run even when the battery's run is up to date; --rescore scores records changed
-        since their battery's run finished as they are now (refused otherwise); --shard=I/N runs only job I's
+        since their battery's run finished as they are now, and asks those gone again (refused
+        otherwise); --shard=I/N runs only job I's
         share of the models (0 <= I < N; whole batteries, round-robin).
 
         Example: gestalt recipe recipes/quick.yaml --tasks=closure.nat.silhouette --output_dir=out --dry-run
@@ -155,7 +156,7 @@ class CLI:
             from .run import describe_plan, missing_block, preflight, recipe_device, shard_line, shard_of
 
             with recipe_device(recipe):
-                planned, stimsets, _ = preflight(recipe, list_missing=True)
+                planned, stimsets, _ = preflight(recipe, list_missing=True, run_code=False)
                 share = shard_of(planned, shard_)
                 if shard_ is not None:
                     print(shard_line(shard_, share, len(recipe.models)))

@@ -96,6 +96,9 @@ class Planned:
     not_ready: bool = False  # missing only until its fix (a key, fetched weights): a run leaves it out
     settings_dropped: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> {name: value}
     fit: Fit | None = None  # its weights' size against its device's memory (None: no weight files)
+    # a dry run's word on a model whose building runs the recipe's code (source: python): not built,
+    # so its adapter is the bare contract, and its readouts and cached trials are not known
+    unbuilt: str | None = None
 
 
 @dataclass
@@ -125,14 +128,26 @@ def model_specs(recipe: Recipe) -> list[ModelSpec]:
     return [m.spec() for m in recipe.models]
 
 
-def plan(recipe: Recipe) -> list[Planned]:
+def plan(recipe: Recipe, *, run_code: bool = True) -> list[Planned]:
+    """Each model's tasks with their readouts. Without ``run_code`` (a dry run), a model whose
+    building would run code the recipe names (``source: python``) is not built: its name's shape
+    is checked, its module is not imported."""
     tasks = [get_task(t) for t in expand(recipe.tasks)]
     out = []
     for i, (entry, spec) in enumerate(zip(recipe.models, model_specs(recipe))):
+        own = None if entry.tasks is None else set(expand(entry.tasks))  # a model's share of the tasks
+        if not run_code and spec.source == "python":
+            from .models.python_source import check_name
+
+            module, attr = check_name(spec)
+            faced = [t.task_id for t in tasks if own is None or t.task_id in own]
+            out.append(Planned(spec, [], ModelAdapter(spec), unbuilt=(
+                f"not built: source: python runs {attr} of {module}, which a dry run does not; its readouts "
+                f"and cached trials are known on a run ({len(faced)} task(s): {', '.join(faced)})")))
+            continue
         adapter = make_adapter(spec)  # capabilities known, weights not loaded
         caps = adapter.capabilities
         pairs = []
-        own = None if entry.tasks is None else set(expand(entry.tasks))  # a model's share of the tasks
         for task in tasks:
             if own is not None and task.task_id not in own:
                 continue
@@ -216,15 +231,16 @@ def check_weights(recipe: Recipe) -> None:
                 raise RecipeError(f"{where}: {e}") from None
 
 
-def preflight(recipe: Recipe, *, list_missing: bool = False
+def preflight(recipe: Recipe, *, list_missing: bool = False, run_code: bool = True
               ) -> tuple[list[Planned], dict[str, StimulusSet], Sources]:
     """Everything that can fail before a run. Models that cannot be resolved (an API key not set,
     weights not in the cache) are all named together, in one error; with ``list_missing`` (a dry
     run, and a run that leaves out what cannot run yet) they are marked ``missing`` instead, for
-    the plan to show them all; ``not_ready`` where only a fix on this machine is missing."""
+    the plan to show them all; ``not_ready`` where only a fix on this machine is missing. Without
+    ``run_code`` (a dry run), no code the recipe names runs (:func:`plan`)."""
     cpu_heap_wanted()  # a typo in $GESTALT_CPU_HEAP stops the run here, not at its first trial
     check_weights(recipe)
-    planned = plan(recipe)
+    planned = plan(recipe, run_code=run_code)
     sources = Sources(root=recipe.data.root, mirror=recipe.data.mirror)
     stimsets = build_stimsets(recipe, sources, expand(recipe.tasks))
     prime_hashes(stimsets.values())  # a rerun reads them: no stimulus drawn or PNG-encoded again
@@ -455,6 +471,8 @@ def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, St
                      + (" NOT READY (listed below)" if p.missing else ""))
         if p.fit is not None:
             lines.append(f"  {p.fit.line()}")
+        if p.unbuilt:
+            lines.append(f"  {p.unbuilt}")
         api = p.adapter if isinstance(p.adapter, APIModel) else None
         jobs = []  # an API model's calls to run per task
         extracting: dict[str, tuple[Any, list]] = {}  # the same, of each API answer extractor
@@ -661,23 +679,40 @@ def _records_digest(stores: dict[str, RecordStore]) -> str:
     return hashlib.sha256("".join(f"{t}:{s.digest()}\n" for t, s in sorted(stores.items())).encode()).hexdigest()
 
 
+def _shown(items: list[str]) -> str:
+    return ", ".join(items[:5]) + (f" and {len(items) - 5} more" if len(items) > 5 else "")
+
+
 def _changed_since_finished(model_id: str, prior: Prior, stores: dict[str, RecordStore], rescore: bool) -> str:
-    """Records changed since the battery's run finished (its logged records differ from the live
-    ones): refused in one line naming the trials, unless ``rescore`` asks to score them as they
-    are now; then what the run's :data:`RESCORED` tag says. Missing records are no change: their
-    trials run again."""
-    changed = []
+    """Records changed or gone since the battery's run finished (its logged records differ from
+    the live ones): refused in one line naming them, unless ``rescore`` asks to score them as they
+    are now (the trials of records gone asked again: a model that samples answers anew); then
+    what the run's :data:`RESCORED` tag says."""
+    changed: list[str] = []
+    gone: list[tuple[RecordStore, dict[str, str]]] = []  # (file, trial id -> stimulus id)
     for store in stores.values():
         logged = logged_records(prior.run_id or "", store.path.name)
         if logged is not None:
-            changed += store.changed_from(logged)
-    if not changed:
+            drift = store.drift_from(logged)
+            changed += drift.changed
+            if drift.missing:
+                gone.append((store, drift.missing))
+    if not changed and not gone:
         return ""
-    shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+    def stimuli(missing: dict[str, str]) -> str:  # a stimulus once, however many repetitions are gone
+        return _shown(list(dict.fromkeys(missing.values())))
+
     if not rescore:
-        raise GestaltError(f"{model_id}: {len(changed)} record(s) changed since run {prior.run_id} finished "
-                           f"({shown}): restore them, or rerun with --rescore to score them as they are now")
-    return f"{len(changed)} changed record(s): {shown}"
+        said = ([f"{len(changed)} record(s) changed since run {prior.run_id} finished ({_shown(changed)})"]
+                if changed else [])
+        said += [f"{store.path}: {len(missing)} of the {len(store.scored)} records run {prior.run_id} scored "
+                 f"are missing (stimuli {stimuli(missing)})" for store, missing in gone]
+        fix = "score them as they are now" + (", the missing trials asked again" if gone else "")
+        raise GestaltError(f"{model_id}: {'; '.join(said)}: restore them, or rerun with --rescore to {fix}")
+    tag = [f"{len(changed)} changed record(s): {_shown(changed)}"] if changed else []
+    tag += [f"{len(missing)} missing record(s) of {store.path.name} asked again (stimuli {stimuli(missing)})"
+            for store, missing in gone]
+    return "; ".join(tag)
 
 
 def _logged_result(model_id: str, run_id: str, intervals: dict[str, Any] | None = None) -> BatteryResult:

@@ -1,5 +1,6 @@
-"""Records that prove themselves: a rerun that finds records changed since their battery's run
-finished names the trials and scores nothing, unless asked to (``--rescore``, tagged on the run)."""
+"""Records that prove themselves: a rerun that finds records changed or gone since their
+battery's run finished names them and scores nothing, unless asked to (``--rescore``, tagged on
+the run)."""
 
 import json
 import sqlite3
@@ -48,3 +49,31 @@ def test_records_rewritten_with_other_answers_are_named_not_rescored(tmp_path):
     assert rescored.returncode == 0, rescored.stderr[-2000:]
     (tag,) = tags(folder / "mlflow.db", "gestalt.rescored")
     assert tag.startswith("10 changed record(s)") and changed[0] in tag
+
+
+def test_record_lines_deleted_after_the_run_finished_are_named_not_asked_again(tmp_path):
+    """Whole lines gone (a partial backup restored, a hand edit, a file cut at a line boundary):
+    asking those trials again would score other answers of a model that samples, so the rerun
+    names the file and what is missing, unless --rescore asks them again and tags the run."""
+    folder, cache = tmp_path / "A", tmp_path / "cache"
+    folder.mkdir()
+    (folder / "recipe.yaml").write_text(yaml.safe_dump(RECIPE, sort_keys=False))
+    assert run(folder, cache).returncode == 0
+    path = folder / RECORDS
+    lines = path.read_text().splitlines(keepends=True)
+    gone = [json.loads(x)["stimulus_id"] for x in lines[3:10]]
+    path.write_text("".join(lines[:3] + lines[10:]))
+    edited = path.read_bytes()
+    refused = run(folder, cache)
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    (line,) = [x for x in refused.stderr.splitlines() if "missing" in x]
+    assert f"{RECORDS}: 7 of the {len(lines)} records" in line and gone[0] in line, line
+    assert "--rescore" in line and "Traceback" not in refused.stderr, line
+    assert path.read_bytes() == edited  # nothing asked again, scored, repaired or moved aside
+    assert tags(folder / "mlflow.db", "gestalt.rescored") == []
+    rescored = run(folder, cache, "--rescore")
+    assert rescored.returncode == 0, rescored.stderr[-2000:]
+    assert "7 new trials" in rescored.stdout
+    (tag,) = tags(folder / "mlflow.db", "gestalt.rescored")
+    assert tag.startswith(f"7 missing record(s) of {path.name} asked again") and gone[0] in tag, tag
+    assert len(path.read_text().splitlines()) == len(lines)

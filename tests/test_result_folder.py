@@ -38,8 +38,8 @@ def run(folder: Path, cache: Path, *args: str) -> subprocess.CompletedProcess:
                           env=env, capture_output=True, text=True, timeout=900)
 
 
-def rerun(folder: Path, cache: Path) -> subprocess.CompletedProcess:
-    res = run(folder, cache)
+def rerun(folder: Path, cache: Path, *args: str) -> subprocess.CompletedProcess:
+    res = run(folder, cache, *args)
     assert res.returncode == 0, res.stderr[-3000:]
     return res
 
@@ -57,6 +57,7 @@ def locations(db: Path) -> list[str]:
 
 
 def drop_records(folder: Path, keep: int = 30) -> None:
+    """Lines gone after the run finished: a rerun asks them again with --rescore only."""
     path = folder / RECORDS
     lines = path.read_text().splitlines(keepends=True)
     assert len(lines) > keep
@@ -90,7 +91,7 @@ def test_a_rerun_in_a_copy_leaves_the_original_byte_identical(finished):
     b = tmp / "B"
     subprocess.run(["cp", "-a", str(a), str(b)], check=True)
     drop_records(b)
-    res = rerun(b, tmp / "cache")
+    res = rerun(b, tmp / "cache", "--rescore")
     assert "50 new trials" in res.stdout
     assert hashes(a) == before
     check_own(b, a)
@@ -106,7 +107,7 @@ def test_a_moved_folder_does_not_recreate_its_old_path(finished):
     rerun(old, tmp / "cache")
     old.rename(new)
     drop_records(new)
-    rerun(new, tmp / "cache")
+    rerun(new, tmp / "cache", "--rescore")
     assert not old.exists()
     check_own(new, old)
     assert hashes(a) == before
@@ -124,7 +125,7 @@ def test_a_folder_reached_through_another_path_writes_only_itself(finished):
     made.rename(real)
     mount.symlink_to(real, target_is_directory=True)
     drop_records(mount)
-    rerun(mount, tmp / "cache")
+    rerun(mount, tmp / "cache", "--rescore")
     assert not made.exists()
     check_own(mount, made)
     assert hashes(a) == before

@@ -79,12 +79,16 @@ def test_unchanged_rerun_is_up_to_date_and_creates_no_run(tmp_path, server):
 
 
 def test_missing_trials_finish_the_same_run(tmp_path, server):
+    """Records gone after the run finished are refused (asked again, a sampling model answers
+    otherwise); asked again on request, in the same run."""
     path = life.api_recipe(tmp_path, server.url)
     assert life.cli(path)[0] == 0
     (run,) = life.runs(tmp_path)
     records = tmp_path / "out/fake-api/records" / f"{life.TASK}.jsonl"
     records.write_text("".join(records.read_text().splitlines(keepends=True)[:50]))
     code, out, err = life.cli(path)
+    assert code == 2 and "30 of the 80 records" in err and len(server.requests) == life.TRIALS, err[-2000:]
+    code, out, err = life.cli(path, "--rescore")
     assert code == 0, err[-2000:]
     assert f"continuing run {run.info.run_id}" in out and "30 new trials" in out
     (after,) = life.runs(tmp_path)

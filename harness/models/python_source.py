@@ -12,7 +12,8 @@ qualified name, its options, the source files of the modules defining the callab
 object's class, and a sha256 of the torch state dict where the object is (or holds) a torch
 module, computed once when the model is built. An object's own ``fingerprint`` (a JSON-able dict
 or a string) replaces all of that. The model is built at planning time (its capabilities decide
-the readouts), so a cached rerun still calls the callable, but never the model.
+the readouts), so a cached rerun still calls the callable, but never the model. A dry run builds
+nothing (:func:`check_name` is all it checks): a recipe naming ``os:system`` runs it on a run only.
 
 ``harness.evaluate`` hands live objects to the same adapter under names ``live:<model id>``.
 """
@@ -77,17 +78,24 @@ def capabilities_of(obj: object) -> frozenset[str]:
     return frozenset(c for c in CAPABILITIES if isinstance(obj, CAPABILITY_PROTOCOLS[c]))
 
 
-def _import(spec: ModelSpec) -> tuple[Any, str]:
-    """The callable named ``module:callable`` and the files it comes from."""
+def check_name(spec: ModelSpec) -> tuple[str, str]:
+    """(module, callable) of ``spec.name``, its shape checked and a module file found, without
+    importing anything: all a dry run may know of an entry whose building runs its code."""
     module_name, sep, attr = spec.name.rpartition(":")
     if not sep or not module_name or not attr:
         raise ModelError(f"model {spec.id!r}: python name {spec.name!r} must be 'module:callable' "
                          f"or 'path/to/file.py:callable'")
+    if module_name.endswith(".py") and not Path(module_name).is_file():
+        raise ModelError(f"model {spec.id!r}: module file {module_name} not found")
+    return module_name, attr
+
+
+def _import(spec: ModelSpec) -> tuple[Any, str]:
+    """The callable named ``module:callable`` and the files it comes from."""
+    module_name, attr = check_name(spec)
     try:
         if module_name.endswith(".py"):
             path = Path(module_name).resolve()
-            if not path.is_file():
-                raise ModelError(f"model {spec.id!r}: module file {module_name} not found")
             loader_spec = importlib.util.spec_from_file_location(f"gestalt_user.{path.stem}", path)
             if loader_spec is None or loader_spec.loader is None:
                 raise ModelError(f"model {spec.id!r}: cannot import {module_name}")

@@ -33,6 +33,7 @@ import csv
 import html
 import io
 import json
+import logging
 import math
 import re
 import tempfile
@@ -52,7 +53,7 @@ from ..scores.record import Score
 from ..scores.ranking import ItemValues, censored, number, position, rank_task, value_interval
 from ..scores.tasks import Bootstrap, family_of
 from ..tracking.batteries import RECORDS_DIGEST, answer_fingerprint, not_a_battery
-from ..tracking.store import ui_base
+from ..tracking.store import read_only_store, ui_base
 from ..tracking.scorecards import quiet_downloads
 from . import figures as F
 from .style import DPI, family_colors
@@ -774,7 +775,8 @@ def _safe(name: str) -> str:
 
 def build_report(tracking_uri: str, experiment: str, out_dir: str | Path,
                  run_ids: list[str] | None = None, recipe: str | None = None) -> dict[str, Path]:
-    """Write the cross-model report into ``out_dir`` and the experiment's summary run
+    """Write the cross-model report into ``out_dir`` and, where the store can take it (not a
+    folder mounted read-only), the experiment's summary run
     (:mod:`~harness.reports.summary`; rank groups from the logged intervals: the per-stimulus
     values of a paired bootstrap are a recipe's, :func:`experiment_summary`); returns name ->
     path of what it wrote."""
@@ -833,12 +835,17 @@ def build_report(tracking_uri: str, experiment: str, out_dir: str | Path,
                      f"{mlflow_link(tracking_uri, r.experiment_id, r.run_id, r.run_id[:8])})</li>")
     captions = report_captions(runs, heads)
     index = [f"<h1>gestalt report: {html.escape(experiment)}</h1>"]
-    if "matrix.png" in figs:  # the answer first, and in MLflow
-        summary = _log_summary(tracking_uri, experiment, runs, heads, figs, groups)
-        index += [_img("matrix.png", figs["matrix.png"], captions["matrix.png"]),
-                  f"<p>In MLflow: the experiment's "
-                  f"{mlflow_link(tracking_uri, runs[0].experiment_id, summary.run_id, 'summary run')} "
-                  f"(this matrix and the dissociation figure).</p>",
+    if "matrix.png" in figs:  # the answer first, and in MLflow where the store can take a run
+        if read_only := read_only_store(tracking_uri):
+            logging.getLogger("harness").warning("report: no summary run logged in MLflow (%s); the report "
+                                                 "is written to %s", read_only, out)
+            summary_line = f"<p>No summary run in MLflow: {html.escape(read_only)}.</p>"
+        else:
+            summary = _log_summary(tracking_uri, experiment, runs, heads, figs, groups)
+            summary_line = (f"<p>In MLflow: the experiment's "
+                            f"{mlflow_link(tracking_uri, runs[0].experiment_id, summary.run_id, 'summary run')} "
+                            f"(this matrix and the dissociation figure).</p>")
+        index += [_img("matrix.png", figs["matrix.png"], captions["matrix.png"]), summary_line,
                   "<h2>Rank groups per task</h2>", f"<p>{html.escape(groups.note)}.</p>",
                   _table(["task", "groups", "model", "value [95% CI]"], groups.rows())]
     index += [f"<p>{len(runs)} models; one scorecard per model:</p>", "<ul>" + "".join(links) + "</ul>",

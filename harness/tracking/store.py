@@ -9,6 +9,7 @@ A store that stops answering is retried for the run's outage budget (:func:`outa
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import re
@@ -75,7 +76,7 @@ def check_tracking_server(configured: str | None, setting: str = "tracking.uri",
         raise TrackingSettingError(f"{uri} ({where}): no MLflow store here (run a recipe first, or "
                                    f"point {setting} at a store)")
     if db is not None and db.is_file():
-        with file_lock(db.with_name(db.name + ".lock")):
+        with _lock_where_writable(db):
             own_artifacts(db)
     dialect = parts.scheme.split("+")[0]
     if parts.scheme == "postgresql":  # SQLAlchemy 2.1 reads it as psycopg 3 (mlflow/serve.sh says the same)
@@ -190,6 +191,31 @@ def patiently(call: Callable[[], T]) -> T:
 
 # sqlite's words for a file that is not (or no longer) a database
 _DAMAGED = ("malformed", "not a database", "corrupt")
+
+
+@contextlib.contextmanager
+def _lock_where_writable(db: Path) -> Iterator[None]:
+    """The lock beside the store ``db``, or none where its folder cannot be written (a result
+    folder mounted or unpacked read-only, to read its report): no process can write the store
+    there, so there is nothing to wait for; one that must change it still stops in one line."""
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(file_lock(db.with_name(db.name + ".lock")))
+        except OSError as e:
+            if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise
+        yield
+
+
+def read_only_store(uri: str) -> str | None:
+    """Why a local sqlite store cannot take a new run (a result folder mounted or unpacked
+    read-only), or None: the database or its folder (sqlite's journal, the artifacts) cannot be
+    written. Another store's writes are its server's to refuse."""
+    db = sqlite_path(uri)
+    for path in (db, db.parent) if db is not None else ():
+        if path.exists() and not os.access(path, os.W_OK):
+            return f"{path} cannot be written"
+    return None
 
 
 def sqlite_path(uri: str) -> Path | None:

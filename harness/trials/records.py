@@ -10,7 +10,8 @@ existed have none and are read as they are). Records whose cache key no
 longer matches (model, stimulus, prompt, settings or harness changed) are moved aside to
 ``<task>.stale.jsonl`` rather than mixed with fresh ones; a trial whose call failed (not an answer:
 :func:`harness.readouts.parse.failed_call`) is moved to ``<task>.failed.jsonl`` when a rerun sends
-it again.
+it again. No file of the store is written through a link (result folders travel as tar or zip,
+which keep links): its scratch file is made anew, and an append to a link is refused.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from ..errors import GestaltError, naming_file
 from ..version import __version__
 from ..readouts.parse import failed_call
 from ..stimuli.registry import TASK_ID_PATTERN
-from .distributed import file_lock
+from .distributed import file_lock, open_own
 
 log = logging.getLogger("harness")
 
@@ -168,6 +169,14 @@ def make_record(*, task, stimset, stimulus, model_spec, model_version: str, read
 
 
 @dataclass
+class Drift:
+    """A record file against the one its battery's finished run scored."""
+
+    changed: list[str]  # trial ids whose record says something else now
+    missing: dict[str, str]  # trial id -> stimulus id of each scored record the file no longer holds
+
+
+@dataclass
 class _Scan:
     """What a record file holds: valid records (each (trial, cache key) once), and what is not."""
 
@@ -299,7 +308,7 @@ class RecordStore:
         rejected = scan.rejected
         if not rejected:
             return
-        with open(self.rejected_path, "a") as f:
+        with _appending(self.rejected_path) as f:
             f.writelines(json.dumps(r) + "\n" for r in rejected)
         shown = ", ".join(str(r["line"]) for r in rejected[:5]) + (" ..." if len(rejected) > 5 else "")
         log.warning("%s: %d line(s) not a valid record (line %s: %s) moved to %s; their trials run again",
@@ -322,7 +331,7 @@ class RecordStore:
                 elif tid not in done:
                     stale.append(rec)
             if stale:
-                with open(self.stale_path, "a") as f:
+                with _appending(self.stale_path) as f:
                     f.writelines(json.dumps(r, sort_keys=True) + "\n" for r in stale)
             if stale or not scan.clean:
                 self._quarantine(scan)
@@ -345,7 +354,7 @@ class RecordStore:
             failed = [r for r in scan.records if expected_keys.get(r["trial_id"]) == r["cache_key"]
                       and failed_call(r["parse_status"], r.get("extras"))]
             if failed:
-                with open(self.failed_path, "a") as f:
+                with _appending(self.failed_path) as f:
                     f.writelines(json.dumps(r, sort_keys=True) + "\n" for r in failed)
                 gone = {id(r) for r in failed}
                 self._quarantine(scan)
@@ -360,7 +369,11 @@ class RecordStore:
 
     def _rewrite(self, records: Iterable[dict]) -> None:
         tmp = self.path.with_suffix(".tmp")
-        with naming_file(tmp), open(tmp, "w") as f:
+        # the store's own scratch file, made anew: whatever is there (a leftover, or a link that
+        # would carry the write out of the folder) is removed, never written through
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        with naming_file(tmp), open(tmp, "x") as f:
             f.writelines(json.dumps(r, sort_keys=True) + "\n" for r in records)
             f.flush()
             os.fsync(f.fileno())
@@ -371,20 +384,21 @@ class RecordStore:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         payload = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
-        with self._lock(), naming_file(self.path), open(self.path, "a") as f:
+        with self._lock(), naming_file(self.path), _appending(self.path) as f:
             f.write(payload)
             f.flush()
             os.fsync(f.fileno())
 
-    def changed_from(self, logged: bytes) -> list[str]:
-        """The trials whose record differs from the one in ``logged`` (the file as a finished run
-        scored it): rewritten, or changed after it was written (checksums of content, so records
-        without a checksum compare too). Trials missing from the file are not changed (they run
-        again); ``scored`` is set to the logged trials."""
+    def drift_from(self, logged: bytes) -> Drift:
+        """How the file differs from ``logged`` (the file as a finished run scored it): records
+        rewritten or changed after they were written (checksums of content, so records without a
+        checksum compare too), and records gone (lines deleted, a partial backup restored, a file
+        cut short or made unreadable); ``scored`` is set to the logged trials."""
         before = _content_checksums(logged)
         self.scored = set(before)
         now = _content_checksums(self.path.read_bytes() if self.path.exists() else b"")
-        return [tid for tid, c in now.items() if tid in before and c != before[tid]]
+        return Drift(changed=[tid for tid, (c, _) in now.items() if tid in before and c != before[tid][0]],
+                     missing={tid: stimulus for tid, (_, stimulus) in before.items() if tid not in now})
 
     def digest(self) -> str:
         """sha256 of the file as it is (empty string's hash when absent): the up-to-date check
@@ -393,15 +407,20 @@ class RecordStore:
         return hashlib.sha256(data).hexdigest()
 
 
-def _content_checksums(data: bytes) -> dict[str, str]:
-    """trial id -> :func:`record_checksum` of every line that is a JSON object with a trial id,
-    valid or not (a changed line is compared by what it says now)."""
+def _content_checksums(data: bytes) -> dict[str, tuple[str, str]]:
+    """trial id -> (:func:`record_checksum`, stimulus id) of every line that is a JSON object with
+    a trial id, valid or not (a changed line is compared by what it says now)."""
     out = {}
     for raw in data.splitlines():
         with contextlib.suppress(ValueError, AttributeError, KeyError, TypeError):
             rec = json.loads(raw)
-            out[rec["trial_id"]] = record_checksum(rec)
+            out[rec["trial_id"]] = (record_checksum(rec), str(rec.get("stimulus_id", "?")))
     return out
+
+
+def _appending(path: Path):
+    """``path`` opened to append, created if absent, never through a link (:func:`open_own`)."""
+    return os.fdopen(open_own(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "a")
 
 
 def per_stimulus(records: list[dict]) -> list[dict]:
