@@ -748,6 +748,10 @@ def _failure(records: list[dict]) -> str | None:
         return ", ".join(f"{k} x{n}" for k, n in Counter(r["parse_status"] for r in recs).most_common())
 
     failed = [r for r in records if failed_call(r["parse_status"], r.get("extras"))]
+    api = sys.modules.get("harness.models.api")  # loaded with any API adapter: else no vendor refused
+    if failed and api is not None and (money := api.out_of_money(failed)) is not None:
+        # the model sent nothing after the vendor's refusal: the user's money, not the model, decides
+        return f"{money} and rerun: the {len(failed)} calls not answered are sent again"
     if records and not any(r["parse_status"] == "ok" for r in records):
         why = f"every one of {len(records)} trials null ({reasons(records)})"
     elif failed:

@@ -20,6 +20,11 @@ no candidates). A request may carry text alone (no image part): the LLM answer e
 whose body echoes the key it was sent, as some vendors do
 partially, so redaction can be tested.
 
+Money: ``credit=N`` answers N generation requests, then every further one with the vendor's own
+out-of-money error (:data:`OUT_OF_MONEY`: Anthropic's credit 400, OpenAI's ``insufficient_quota``
+429, Gemini's per-day ``RESOURCE_EXHAUSTED`` 429); ``broke`` counts those. Setting ``credit`` again
+(None: no limit) is the user adding credit.
+
 Usage: by default a request bills its prompt's words + 100 input tokens. ``billing="documented"``
 bills as the vendors document instead (:func:`documented_input_tokens`): the image by the rule of
 the model's family, the text at four characters a token, plus the few tokens of the message
@@ -245,6 +250,35 @@ def documented_input_tokens(vendor: str, model: str, image: bytes | None, prompt
     return tokens
 
 
+# Each vendor's answer once the account's money is gone, in the shape the vendor sends it.
+OPENAI_OUT_OF_MONEY = (429, {"error": {
+    "message": "You exceeded your current quota, please check your plan and billing details. For more "
+               "information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.",
+    "type": "insufficient_quota", "param": None, "code": "insufficient_quota"}})
+OUT_OF_MONEY: dict[str, tuple[int, dict]] = {
+    "anthropic": (400, {"type": "error", "error": {
+        "type": "invalid_request_error",
+        "message": "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing "
+                   "to upgrade or purchase credits."}, "request_id": "req_011CfakeCreditBalance"}),
+    "openai": OPENAI_OUT_OF_MONEY,
+    "azure": OPENAI_OUT_OF_MONEY,
+    # Gemini's free tier, its requests per day used up: a QuotaFailure naming the per-day quota,
+    # and a RetryInfo that a rate limit's retry would wrongly believe
+    "google": (429, {"error": {
+        "code": 429, "status": "RESOURCE_EXHAUSTED",
+        "message": "You exceeded your current quota, please check your plan and billing details.",
+        "details": [{"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{
+                        "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+                        "quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+                        "quotaDimensions": {"location": "global", "model": "gemini-2.0-flash"},
+                        "quotaValue": "200"}]},
+                    {"@type": "type.googleapis.com/google.rpc.Help", "links": [{
+                        "description": "Learn more about Gemini API quotas",
+                        "url": "https://ai.google.dev/gemini-api/docs/rate-limits"}]},
+                    {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "43s"}]}}),
+}
+
+
 VENDORS = {
     "openai": (parse_openai, reply_openai),
     "azure": (parse_openai, reply_openai),
@@ -256,8 +290,11 @@ GOOGLE_PATH = re.compile(r"^/v1beta/models/(?P<model>[^/:]+):generateContent$")
 
 class FakeVendorServer:
     def __init__(self, key: str | None = None, answer: Callable[[str | None], str] = lambda p: "2",
-                 delay_s: float = 0.0, models: set[str] | None = None, billing: str = "flat"):
+                 delay_s: float = 0.0, models: set[str] | None = None, billing: str = "flat",
+                 credit: int | None = None):
         self.key = key
+        self.credit = credit  # generation requests answered before the money runs out (None: never)
+        self.broke = 0  # generation requests answered with the vendor's out-of-money error
         self.billing = billing
         self.models = models
         self.model_checks: list[tuple[str, str]] = []  # (vendor, path) of each GET that passed its key check
@@ -389,6 +426,14 @@ class FakeVendorServer:
             return self._send(h, 400, {"error": {"message": f"bad request: {e!r}"}})
         with self._lock:
             self.requests.append(Recorded(vendor, h.path, dict(h.headers.items()), body, image, prompt, order))
+        with self._lock:
+            broke = self.credit is not None and self.credit <= 0
+            if broke:
+                self.broke += 1
+            elif self.credit is not None:
+                self.credit -= 1
+        if broke:
+            return self._send(h, *OUT_OF_MONEY[vendor])
         if self.delay_s:
             time.sleep(self.delay_s)
         if isinstance(action, Status):

@@ -321,12 +321,10 @@ def openai_error(code: str | None, kind: str, message: str) -> dict:
     return {"error": ErrorObject(code=code, type=kind, message=message).model_dump()}
 
 
-def gemini_error(quota_id: str) -> dict:
+def gemini_error(quota_id: str, metric: str = "generativelanguage.googleapis.com/generate_content_requests") -> dict:
     return {"error": {"code": 429, "message": "Resource has been exhausted.", "status": "RESOURCE_EXHAUSTED",
                       "details": [{"@type": "type.googleapis.com/google.rpc.QuotaFailure",
-                                   "violations": [{"quotaMetric": "generativelanguage.googleapis.com/"
-                                                                  "generate_content_requests",
-                                                   "quotaId": quota_id}]}]}}
+                                   "violations": [{"quotaMetric": metric, "quotaId": quota_id}]}]}}
 
 
 def failing(provider: str, model: str, status: int, error: dict) -> tuple[str, int]:
@@ -371,6 +369,27 @@ def test_the_sdk_reads_the_spend_cap_body_as_its_spend_cap_error():
      "quota", 1),
     ("google", "gemini-2.0-flash", 429, gemini_error("GenerateRequestsPerDayPerProjectPerModel-FreeTier"),
      "quota", 1),
+    # Anthropic's credit balance and Console spend limits: a 400 invalid_request_error whose
+    # documented message is all that says so
+    ("anthropic", "claude-opus-4-6", 400, anthropic_error(
+        "invalid_request_error", None, "Your credit balance is too low to access the Anthropic API. Please go "
+                                       "to Plans & Billing to upgrade or purchase credits."), "quota", 1),
+    ("anthropic", "claude-opus-4-6", 400, anthropic_error(
+        "invalid_request_error", None, "You have reached your specified API usage limits. You will regain "
+                                       "access on 2026-12-01 at 00:00 UTC."), "quota", 1),
+    ("anthropic", "claude-opus-4-6", 402, anthropic_error("billing_error", "linked_organization_billing_unavailable"),
+     "quota", 1),
+    ("openai", "gpt-4o", 429, openai_error("credit_balance_exhausted", "insufficient_quota", "No credit."),
+     "quota", 1),
+    ("openai", "gpt-4o", 429, openai_error("project_spend_limit_exceeded", "insufficient_quota", "Limit."),
+     "quota", 1),
+    ("google", "gemini-2.0-flash", 429, gemini_error("", "generativelanguage.googleapis.com/"
+                                                         "generate_requests_per_model_per_day"), "quota", 1),
+    # the same words elsewhere are no money run out: a bad request stays final, a rate limit is retried
+    ("openai", "gpt-4o", 400, openai_error(None, "invalid_request_error", "Your credit balance is too low "
+                                                                         "in this example prompt."), "http_400", 1),
+    ("anthropic", "claude-opus-4-6", 400, anthropic_error("invalid_request_error", None,
+                                                          "messages: the image is not a PNG"), "http_400", 1),
     # rate limits: retried, even where the message mentions billing or a spend limit
     ("openai", "gpt-4o", 429, openai_error("rate_limit_exceeded", "requests",
                                            "Rate limit reached. See https://platform.openai.com/account/"

@@ -46,8 +46,11 @@ Gemini safety/recitation stop or blocked prompt ``safety`` (recorded as ``null:t
 Failures never leave the battery: 408, 409, 429, 5xx (incl. Anthropic's 529), timeouts, dropped
 connections and malformed bodies are retried with capped exponential backoff and jitter; the wait
 honours ``retry-after-ms``, ``Retry-After`` (seconds or an HTTP date; never negative) up to the cap,
-and ``x-should-retry`` overrides the status rule, as the vendors' SDKs do. An error whose vendor
-fields name a used-up quota or spend cap (:func:`is_quota`; never the message text) is not retried.
+and ``x-should-retry`` overrides the status rule, as the vendors' SDKs do. Money run out (spent
+credit, a spend cap, a per-day quota: :func:`refused_for_money`, by the vendor's fields, by the
+documented message only for Anthropic's 400s that have no field) is never retried and never an
+answer: ``quota: <provider> refused the call: <what>; <what to do> | <vendor's body>``, a failed
+call; the model then sends nothing more, each later call recorded as the same failed call, not sent.
 Other 4xx and any unexpected error fail at once. A terminal failure returns
 ``Generation(text=None, error="<code>: <detail>")``, e.g. ``http_500: ...``, ``timeout: ...``,
 ``quota: ...``; the readouts record it as ``null:api_error:<code>``. Timeout 600 s per attempt
@@ -79,6 +82,7 @@ import logging
 import math
 import os
 import random
+import re
 import threading
 import time
 import urllib.parse
@@ -247,15 +251,47 @@ REFUSED_KEY_BREAKER = 5
 PUSHBACK = {"http_429", "http_529"}  # the vendor asks for fewer requests: the in-flight window shrinks
 MAX_CONCURRENCY = 32
 DETAIL_CHARS = 300
-# Errors that waiting does not cure, named by the vendors' fields (never their message text, whose
-# wording changes): OpenAI's spent credit (error.code), Anthropic's billing error (error.type) and
-# spend caps (error.details.error_code, anthropic.types.shared.*SpendLimitReachedError), a Gemini
-# RESOURCE_EXHAUSTED whose QuotaFailure names a per-day quota.
-OPENAI_QUOTA_CODES = {"insufficient_quota"}
-ANTHROPIC_QUOTA_TYPES = {"billing_error"}
-ANTHROPIC_QUOTA_CODES = {"enforced_spend_limit_reached", "contract_spend_limit_reached",
-                         "linked_organization_spend_limit_reached"}
+# Money run out: errors that waiting does not cure (retrying them as a rate limit would spend
+# minutes for nothing) and that the user does (credit added, a limit raised, the quota's day over),
+# so each is a failed call a rerun sends again, never an answer. Named by the vendors' fields:
+# OpenAI's error.code (error.type ``insufficient_quota`` for any of them), Anthropic's billing error
+# (error.type) and spend caps (error.details.error_code, anthropic.types.shared.*ErrorDetails), a
+# Gemini RESOURCE_EXHAUSTED whose QuotaFailure names a per-day quota. Each maps to (what happened,
+# what to do).
+OPENAI_MONEY = {
+    "insufficient_quota": ("quota used up (insufficient_quota)", "add credit or raise the limit"),
+    "credit_balance_exhausted": ("credit balance exhausted (out of credit)", "add credit"),
+    "organization_spend_limit_exceeded": ("spend limit of the organization reached",
+                                          "raise the spend limit or wait for its monthly reset"),
+    "project_spend_limit_exceeded": ("spend limit of the project reached",
+                                     "raise the spend limit or wait for its monthly reset"),
+    "organization_usage_limit_exceeded": ("usage limit of the organization reached",
+                                          "ask OpenAI for a higher usage limit"),
+}
+ANTHROPIC_MONEY_TYPES = {"billing_error": ("billing error", "fix the organization's billing")}
+ANTHROPIC_MONEY_CODES = {
+    "enforced_spend_limit_reached": ("monthly spend limit of the API tier reached",
+                                     "move to a higher tier or wait for the next month"),
+    "contract_spend_limit_reached": ("spend limit of the contract reached", "raise the contract's limit"),
+    "linked_organization_spend_limit_reached": ("the linked organization's spend limit reached or its credit "
+                                                "used up", "raise its limit or add credit"),
+    "linked_organization_billing_unavailable": ("the linked organization cannot be billed",
+                                                "fix that organization's billing"),
+}
+# Anthropic answers a spent credit balance and a spend limit set in its Console with a plain 400
+# invalid_request_error: the message its errors page documents is all that tells them apart from a
+# bad request, so it is read there, and only there (lower-cased phrase, what happened, what to do).
+ANTHROPIC_MONEY_MESSAGES = (
+    ("credit balance is too low", "credit balance too low (out of credit)", "add credit"),
+    ("reached your specified workspace api usage limits", "workspace spend limit reached",
+     "raise the workspace's spend limit or wait until the date the vendor names"),
+    ("reached your specified api usage limits", "spend limit reached",
+     "raise the spend limit or wait until the date the vendor names"),
+)
 GOOGLE_QUOTA_FAILURE = "type.googleapis.com/google.rpc.QuotaFailure"
+PER_DAY = re.compile(r"per_?day", re.IGNORECASE)  # quotaId ...PerDay..., quotaMetric ..._per_day
+# What gestalt says of a call refused for money comes before the vendor's own words, apart by this.
+VENDOR_SAID = " | "
 # Gemini answers a bad key with 400 INVALID_ARGUMENT, its ErrorInfo naming the reason.
 GOOGLE_ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 GOOGLE_KEY_REASONS = {"API_KEY_INVALID", "API_KEY_EXPIRED"}
@@ -270,21 +306,44 @@ def is_bad_key(body: Any) -> bool:
         for d in details)
 
 
-def is_quota(body: Any) -> bool:
-    """Whether a vendor's error body says a quota or spend cap is used up (not a rate limit)."""
+def refused_for_money(provider: str, body: Any) -> str | None:
+    """What a vendor's error body says of money run out, as "<provider> refused the call: <what>;
+    <what to do>", or None for any other error (a rate limit among them)."""
     error = body.get("error") if isinstance(body, dict) else None
     if not isinstance(error, dict):
-        return False
-    details = error.get("details")
-    if error.get("code") in OPENAI_QUOTA_CODES or error.get("type") in ANTHROPIC_QUOTA_TYPES:
-        return True
-    if isinstance(details, dict):  # Anthropic
-        return details.get("error_code") in ANTHROPIC_QUOTA_CODES
-    if error.get("status") == "RESOURCE_EXHAUSTED" and isinstance(details, list):  # Gemini
-        return any(isinstance(d, dict) and d.get("@type") == GOOGLE_QUOTA_FAILURE and any(
-            "PerDay" in str(v.get("quotaId", "")) for v in d.get("violations") or [] if isinstance(v, dict))
-            for d in details)
-    return False
+        return None
+    said: tuple[str, str] | None = None
+    code, kind, details = error.get("code"), error.get("type"), error.get("details")
+    if provider == "anthropic":
+        if kind in ANTHROPIC_MONEY_TYPES:
+            said = ANTHROPIC_MONEY_TYPES[kind]
+        elif isinstance(details, dict) and details.get("error_code") in ANTHROPIC_MONEY_CODES:
+            said = ANTHROPIC_MONEY_CODES[details["error_code"]]
+        elif kind == "invalid_request_error":
+            message = str(error.get("message", "")).lower()
+            said = next(((what, do) for phrase, what, do in ANTHROPIC_MONEY_MESSAGES if phrase in message), None)
+    elif provider == "google":
+        if error.get("status") == "RESOURCE_EXHAUSTED" and isinstance(details, list):
+            quotas = [v for d in details if isinstance(d, dict) and d.get("@type") == GOOGLE_QUOTA_FAILURE
+                      for v in d.get("violations") or [] if isinstance(v, dict)]
+            per_day = [v.get("quotaId") or v.get("quotaMetric") for v in quotas
+                       if PER_DAY.search(f"{v.get('quotaId', '')} {v.get('quotaMetric', '')}")]
+            if per_day:
+                said = f"per-day quota used up ({per_day[0]})", "wait for the quota's daily reset or raise it"
+    elif code in OPENAI_MONEY or kind == "insufficient_quota":  # the OpenAI format's vendors
+        said = OPENAI_MONEY[code if code in OPENAI_MONEY else "insufficient_quota"]
+    return None if said is None else f"{provider} refused the call: {said[0]}; {said[1]}"
+
+
+def out_of_money(records: Iterable[dict[str, Any]]) -> str | None:
+    """What the first trial whose call a vendor refused for money says happened and what to do
+    (gestalt's words, before the vendor's own), or None where no vendor did."""
+    for r in records:
+        extras = r.get("extras") or {}
+        for error in (extras.get("error"), extras.get("extractor_error")):
+            if isinstance(error, str) and error.startswith("quota: ") and VENDOR_SAID in error:
+                return error.removeprefix("quota: ").split(VENDOR_SAID, 1)[0]
+    return None
 
 
 # Gemini finishReasons that withhold an answer on content grounds (google.genai.types.FinishReason).
@@ -406,6 +465,9 @@ class APIModel(ModelAdapter):
             start if "concurrency" in spec.options else max(MAX_CONCURRENCY, start))
         self._window = AdaptiveConcurrency(start, max(start, int(ceiling)))
         self._refused: list[str] = []  # the refused-key answers since the last answer (the breaker)
+        # what the vendor said when it first refused a call for money: every later call would be
+        # refused too, so none is sent (each a failed call the rerun sends, money added)
+        self._out_of_money: str | None = None
 
     def __repr__(self) -> str:
         return f"APIModel({self.spec.id!r}, {self.provider}/{self.model})"
@@ -739,12 +801,18 @@ class APIModel(ModelAdapter):
         one non-streaming response (:func:`anthropic_nonstreaming_limit`)."""
         return self.provider == "anthropic" and plan.max_tokens > anthropic_nonstreaming_limit(self.model)
 
+    def _not_sent(self) -> str:
+        """The error detail of a call not sent because the vendor refused an earlier one for money."""
+        return f"{self._out_of_money}{VENDOR_SAID}not sent: the vendor refused an earlier call for money"
+
     def _paced_post(self, url: str, headers: dict[str, str], body: dict[str, Any],
                     stream: bool = False, tokens: int = 0) -> dict[str, Any]:
         """A POST inside the model's in-flight window, which a 429 or 529 shrinks and the vendor's
         rate-limit headers pace (``tokens``: the request's estimate, for a tokens-per-minute limit)."""
         started = self._window.acquire(tokens)
         try:
+            if self._out_of_money is not None:  # refused for money while this call waited or backed off
+                raise _Terminal("quota", self._not_sent())
             payload = self._send("POST", url, headers, json.dumps(body).encode(), stream,
                                  lambda limits: self._window.observe(started, limits))
         except _Retryable as e:
@@ -799,8 +867,8 @@ class APIModel(ModelAdapter):
                 raise _Retryable("malformed_json", self._scrub(data)) from None
             if event == "error":
                 detail = self._scrub(data)
-                if is_quota(body):
-                    raise _Terminal("quota", detail)
+                if (money := refused_for_money(self.provider, body)) is not None:
+                    raise _Terminal("quota", f"{money}{VENDOR_SAID}{detail}")
                 kind = (body.get("error") or {}).get("type") if isinstance(body, dict) else None
                 status = ANTHROPIC_ERROR_STATUS.get(str(kind), 500)
                 if status in RETRY_STATUS or status >= 500:
@@ -823,8 +891,9 @@ class APIModel(ModelAdapter):
             error_body = json.loads(resp.content)
         except (json.JSONDecodeError, UnicodeDecodeError):
             error_body = None
-        if resp.status_code in (400, 402, 403, 429) and is_quota(error_body):
-            raise _Terminal("quota", detail)
+        if resp.status_code in (400, 402, 403, 429) and (
+                money := refused_for_money(self.provider, error_body)) is not None:
+            raise _Terminal("quota", f"{money}{VENDOR_SAID}{detail}")
         if resp.status_code == 400 and is_bad_key(error_body):
             raise _Terminal("auth", detail)
         should = (resp.headers.get("x-should-retry") or "").strip().lower()
@@ -941,6 +1010,8 @@ class APIModel(ModelAdapter):
         except Exception as e:  # noqa: BLE001 - a request that cannot be built is one null trial
             return Generation(text=None, latency_s=time.perf_counter() - t0,
                               error=f"request: {type(e).__name__}: {self._scrub(str(e))}")
+        if self._out_of_money is not None:
+            return Generation(text=None, settings_dropped=plan.dropped, error=f"quota: {self._not_sent()}")
         if len(self._refused) >= REFUSED_KEY_BREAKER:
             return Generation(text=None, settings_dropped=plan.dropped,
                               error=f"{self._refused[-1]}: not sent: the key was refused {len(self._refused)} "
@@ -962,6 +1033,9 @@ class APIModel(ModelAdapter):
             except _Terminal as e:
                 if e.code in REFUSED_KEY:
                     self._refused.append(e.code)
+                if e.code == "quota" and self._out_of_money is None:
+                    self._out_of_money = e.detail.split(VENDOR_SAID, 1)[0]
+                    log.warning("%s: %s; no further call is sent", self.spec.id, self._out_of_money)
                 log.warning("%s: %s, not retried", self.spec.id, e.code)
                 return Generation(text=None, latency_s=time.perf_counter() - t0,
                                   error=f"{e.code}: {e.detail}", settings_dropped=plan.dropped)

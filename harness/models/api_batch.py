@@ -46,7 +46,8 @@ from typing import Any
 import httpx2
 from PIL import Image
 
-from .api import ANTHROPIC_ERROR_STATUS, APIModel, RequestPlan, _Retryable, _Terminal, is_quota
+from .api import (ANTHROPIC_ERROR_STATUS, VENDOR_SAID, APIModel, RequestPlan, _Retryable, _Terminal,
+                  refused_for_money)
 from .base import Generation, ModelError
 
 log = logging.getLogger(__name__)
@@ -343,9 +344,11 @@ class BatchJob:
                 out[item["custom_id"]] = self._generation(result["message"])
             elif result["type"] == "errored":
                 error = (result.get("error") or {}).get("error") or {}
-                code = ("quota" if is_quota({"error": error})
-                        else f"http_{ANTHROPIC_ERROR_STATUS.get(str(error.get('type')), 500)}")
-                out[item["custom_id"]] = Generation(text=None, error=f"{code}: {self.model._scrub(json.dumps(error))}")
+                detail = self.model._scrub(json.dumps(error))
+                money = refused_for_money("anthropic", {"error": error})
+                out[item["custom_id"]] = Generation(text=None, error=(
+                    f"quota: {money}{VENDOR_SAID}{detail}" if money is not None else
+                    f"http_{ANTHROPIC_ERROR_STATUS.get(str(error.get('type')), 500)}: {detail}"))
             else:  # canceled, expired: never run
                 out[item["custom_id"]] = Generation(text=None, error=f"batch_{result['type']}: not run")
         return out

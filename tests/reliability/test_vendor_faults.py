@@ -1,12 +1,13 @@
 """Reliability campaign: the fake vendor's fault modes with a planted key.
 
 One battery of 120 trials against the fake vendor, whose first replies are every fault mode it has
-(rate limits with each Retry-After form, 5xx, x-should-retry, 409, quota, malformed and
-wrongly-shaped bodies, dropped connections, timeouts, cut-short answers, refusals, safety stops,
-odd answers) and error bodies that echo the planted key raw, repr-escaped, URL-encoded, base64 and
-in fragments. The key itself ends in a newline, as keys read from files do. Checks: every trial is
-recorded exactly once with a value or a reason, and no form of the key is in any file the run
-produced, nor in its output or logs. Prints one summary line.
+(rate limits with each Retry-After form, 5xx, x-should-retry, 409, malformed and wrongly-shaped
+bodies, dropped connections, timeouts, cut-short answers, refusals, safety stops, odd answers; not
+money run out, after which a model sends nothing more: tests/test_api_out_of_money.py) and error
+bodies that echo the planted key raw, repr-escaped, URL-encoded, base64 and in fragments. The key
+itself ends in a newline, as keys read from files do. Checks: every trial is recorded exactly once
+with a value or a reason, and no form of the key is in any file the run produced, nor in its output
+or logs. Prints one summary line.
 """
 
 from __future__ import annotations
@@ -51,8 +52,6 @@ FAULTS = [
     (Drop(), None),
     (Sleep(1.0), None),
     (Status(503, headers={"x-should-retry": "false"}), "null:api_error:http_503"),
-    (Status(429, body={"error": {"type": "insufficient_quota", "code": "insufficient_quota"}}),
-     "null:api_error:quota"),
     (echo(KEY), "null:api_error:http_401"),
     (echo(repr(f"Bearer {KEY}\n".encode())), "null:api_error:http_401"),
     (echo(urllib.parse.quote(f"Bearer {KEY}\n")), "null:api_error:http_401"),
