@@ -79,3 +79,21 @@ def test_series_counting_is_not_ranked_but_judged_against_peoples_band():
     for ranked in (T.SIL, T.MARK):  # the other tasks are ranked as before
         head = next(i for i, ln in enumerate(lines) if ln.startswith(f"{ranked}  "))
         assert lines[head + 1].split()[0] in {"a", "b", "ab"}
+
+
+def test_the_legend_says_what_each_task_s_intervals_resample():
+    """The resampling unit is read where the interval is: one legend row per task naming, in the
+    scores' own words, what its headline intervals redraw and which scores each unit belongs to."""
+    redraws = "binomial redraws of the trials within each k at the level's accuracy, percentile interval"
+
+    def method(s):
+        unit = redraws if s.name == "capacity" else "percentile bootstrap over stimuli, 1000 draws"
+        return replace(s, method=f"mean; {unit}; floor: best constant answer")
+
+    given = [replace(r, scores={t: [method(s) for s in sc] for t, sc in r.scores.items()}) for r in results()]
+    rows = legend(answer_lines(given, BOOT))
+    at = next(i for i, ln in enumerate(rows) if ln.split()[:2] == ["95%", "CI"])
+    units = {ln.replace("95% CI", "").split(":")[0].strip(): ln.split(": ", 1)[1] for ln in rows[at:]}
+    assert set(units) == {"silhouette", "mark_color", "series_count"}
+    assert units["silhouette"] == "over stimuli (accuracy, B, kappa, kappa_pairwise)"
+    assert units["series_count"].endswith("redraws of the trials within each k (capacity)")

@@ -50,7 +50,16 @@ from ..errors import GestaltError, unwritable_folder
 from ..scores.agreement import null_bracket
 from ..scores.bootstrap import interval_methods
 from ..scores.record import Score
-from ..scores.ranking import ItemValues, censored, number, position, rank_task, value_interval
+from ..scores.ranking import (
+    CORRECTION,
+    UNPAIRED_CORRECTION,
+    ItemValues,
+    censored,
+    number,
+    position,
+    rank_task,
+    value_interval,
+)
 from ..scores.tasks import Bootstrap, family_of
 from ..tracking.batteries import RECORDS_DIGEST, answer_fingerprint, not_a_battery
 from ..tracking.store import read_only_store, ui_base
@@ -512,13 +521,11 @@ def rank_groups(heads: Headlines, runs: list[BatteryRunData],
             letters[(r.model_id, task)] = r.groups
             shown[(r.model_id, task)] = value_interval(r.score, d)
     unpaired = [t for t, m in methods.items() if m.startswith("NOT PAIRED")]
-    note = "letters: rank groups (models sharing a letter are not told apart): "
-    if not unpaired:
-        note += f"paired bootstrap of each difference on the same stimuli ({boot.n_boot} draws, seed {boot.seed})"
-    else:
-        note += (f"paired bootstrap ({boot.n_boot} draws, seed {boot.seed}); NOT PAIRED for "
-                 f"{', '.join(unpaired)} (overlapping 95% intervals: its runs logged no per-stimulus "
-                 f"values, or its score has no per-stimulus form)")
+    note = (f"letters: rank groups (models sharing a letter are not told apart), {CORRECTION} over each "
+            f"task's pairs of models: paired bootstrap over stimuli ({boot.n_boot} draws, seed {boot.seed})")
+    if unpaired:
+        note += (f"; NOT PAIRED for {', '.join(unpaired)} ({UNPAIRED_CORRECTION} over the models' own 95% "
+                 f"intervals: its runs logged no per-stimulus values, or its score has no per-stimulus form)")
     if unranked:
         note += f"; not ranked: {'; '.join(unranked)}"
     return Groups(letters, shown, note, methods, answer_fingerprint(
