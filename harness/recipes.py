@@ -17,6 +17,7 @@ import copy
 import difflib
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import fields
@@ -24,8 +25,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, Strict, ValidationError, field_validator,
-                      model_validator)
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, Strict, ValidationError,
+                      field_validator, model_validator)
 
 from .errors import GestaltError, plain
 from .models.base import DType, ModelSpec, Precision
@@ -35,7 +36,42 @@ ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 # an integer setting takes an integer: not YAML's true (1), nor text such as '2' or '٤٠'
 # (Arabic-Indic digits), which pydantic would otherwise read as numbers
 Int = Annotated[int, Strict()]
+# a boolean setting takes true or false: YAML 1.2 reads `yes` and `on` as text, and pydantic would
+# otherwise read such text ("yes", "false", "1") as a boolean instead of refusing it
+Bool = Annotated[bool, Strict()]
 NAME_MAX = 100  # a recipe name or model id names a folder (255 bytes at most), with room for what is appended
+PATH_MAX = 1024  # characters of a folder setting: well under the 4,096 bytes Linux takes for a whole path
+PART_MAX = 255  # bytes of one folder name, on every common file system
+
+
+def _path_text(v: str) -> str:
+    """A folder setting that every later ``open`` can take: not empty (the default is ``null``), no
+    NUL byte, not longer than PATH_MAX, no folder name over PART_MAX bytes; otherwise the run
+    would fail with a traceback once it first writes there."""
+    if not v.strip():
+        raise ValueError("empty: leave it out (or write null) for the default")
+    if "\0" in v:
+        raise ValueError("a path cannot hold a NUL character")
+    if len(v) > PATH_MAX:
+        raise ValueError(f"a path of {len(v):,} characters; at most {PATH_MAX:,}")
+    if long := next((part for part in Path(v).parts if len(part.encode()) > PART_MAX), None):
+        raise ValueError(f"a folder name of {len(long.encode()):,} bytes; file systems take at most {PART_MAX}")
+    return v
+
+
+PathText = Annotated[str, AfterValidator(_path_text)]
+EXPERIMENT_MAX = 500  # MLflow's longest experiment name (mlflow.utils.validation.MAX_EXPERIMENT_NAME_LENGTH)
+# the schemes MLflow opens a tracking store for (mlflow/tracking/_tracking_service/utils.py; a
+# database scheme may name its driver, postgresql+psycopg2); a URI without one is a folder
+TRACKING_SCHEMES = ("file", "sqlite", "http", "https", "postgresql", "mysql", "mssql", "databricks",
+                    "databricks-uc", "uc")
+
+
+def _tracking_schemes() -> list[str]:
+    """MLflow's schemes and those plugins register (entry points, read without importing MLflow)."""
+    from importlib.metadata import entry_points
+
+    return [*TRACKING_SCHEMES, *(e.name for e in entry_points(group="mlflow.tracking_store"))]
 
 
 class RecipeError(GestaltError):
@@ -66,7 +102,15 @@ class ModelEntry(_Strict):
                                   "(e.g. published decisions that exist for some tasks only)")
     generation: dict[str, Any] = Field(default_factory=dict)
     options: dict[str, Any] = Field(default_factory=dict)
-    trust_remote_code: bool = Field(default=False, description="allow code shipped with hub weights to run")
+    trust_remote_code: Bool = Field(default=False, description="allow code shipped with hub weights to run")
+
+    @field_validator("tasks")
+    @classmethod
+    def _some_tasks(cls, v):
+        if v == []:  # it would run nothing and the run would still end well
+            raise ValueError("empty: the model would run nothing; leave tasks out for all of the recipe's tasks, "
+                             "or list the ones it answers")
+        return v
 
     @field_validator("source")
     @classmethod
@@ -120,23 +164,44 @@ class ModelEntry(_Strict):
 class Runtime(_Strict):
     processes: Int = Field(default=1, ge=1, le=64)
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    progress: bool = True
+    progress: Bool = True
 
 
 class Data(_Strict):
-    root: str | None = None
-    mirror: str | None = None
+    root: PathText | None = None
+    mirror: PathText | None = None
 
 
 class Tracking(_Strict):
-    enabled: bool = True
+    enabled: Bool = True
     uri: str | None = Field(default=None, description="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db")
-    experiment: str = "gestalt"
+    experiment: str = Field(default="gestalt", max_length=EXPERIMENT_MAX)
     tags: dict[str, str] = Field(default_factory=dict)
     outage_budget_s: Int = Field(
         default=300, ge=1, le=86400,
         description="how long a tracking server that stops answering is retried before the run gives up "
                     "(exit 1, records kept; docs/clusters.md)")
+
+    @field_validator("uri")
+    @classmethod
+    def _store_mlflow_opens(cls, v):
+        if v is None:
+            return v
+        if not v.strip() or "\0" in v:
+            raise ValueError("empty or holding a NUL character: write null for the default store")
+        # a scheme has two letters or more (C: is a Windows drive); postgresql+psycopg2 is postgresql's
+        scheme = v.split(":", 1)[0].split("+", 1)[0].lower() if re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", v) else ""
+        if scheme and scheme not in (known := _tracking_schemes()):
+            raise ValueError(f"MLflow opens no store for {scheme}:// (it takes {', '.join(known)}, "
+                             f"or a folder)")
+        return v
+
+    @field_validator("experiment")
+    @classmethod
+    def _named(cls, v):
+        if not v.strip():
+            raise ValueError("empty: MLflow needs a name for the experiment")
+        return v
 
 
 class Recipe(_Strict):
@@ -151,12 +216,25 @@ class Recipe(_Strict):
     runtime: Runtime = Runtime()
     data: Data = Data()
     tracking: Tracking = Tracking()
-    output_dir: str | None = None
+    output_dir: PathText | None = None
     # USD the recipe's API calls may spend in one run of it, at harness/models/prices.csv's prices:
-    # the battery in progress stops cleanly when reached (records kept; a rerun continues)
-    budget_usd: float | None = Field(default=None, gt=0)
+    # the battery in progress stops cleanly when reached (records kept; a rerun continues). Strict:
+    # YAML's true would otherwise be $1 and "5" $5; an integer is a number of dollars
+    budget_usd: Annotated[float, Strict()] | None = Field(default=None, gt=0, allow_inf_nan=False)
     _lines: dict[tuple, str] = PrivateAttr(default_factory=dict)
     _file: str = PrivateAttr(default="recipe")
+
+    @field_validator("output_dir")
+    @classmethod
+    def _a_folder(cls, v):
+        """Not a file, nor under one (``/dev/null``): the run writes its records there."""
+        if v is not None:
+            path = Path(v)
+            there = next((p for p in (path, *path.parents) if os.path.exists(p)), None)
+            if there is not None and not os.path.isdir(there):
+                raise ValueError(f"{there} exists and is not a folder (records and the report are written "
+                                 f"in the folder output_dir names)")
+        return v
 
     @model_validator(mode="after")
     def _unique_models(self):
@@ -224,14 +302,17 @@ _Loader.add_implicit_resolver(
     list("-+0123456789."))
 
 
-def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int | str:
     text = str(loader.construct_scalar(node))
     digits = text.lstrip("+-")
     if len(digits) > 1 and digits[0] == "0" and digits[1].isdigit():
         raise yaml.constructor.ConstructorError(
             None, None, f"{text} has a leading zero (YAML 1.1 reads it as octal); write it without, "
             f"or quote it", node.start_mark)
-    return int(text, 0) if digits[:2] in ("0o", "0x") else int(text)
+    try:
+        return int(text, 0) if digits[:2] in ("0o", "0x") else int(text)
+    except ValueError:  # over Python's 4,300 digits: the text, which the typed setting then refuses
+        return text
 
 
 _Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
@@ -583,3 +664,24 @@ def load_recipe(path: str | Path, overrides: dict[str, Any] | None = None) -> Re
     _check_model_options(recipe, lines, path)
     _check_task_options(recipe, lines, path, file_tasks)
     return recipe
+
+
+def check_device(recipe: Recipe) -> None:
+    """A ``runtime.device: cuda`` this machine lacks, as one line naming the devices it has, before
+    a run (or its dry run) would place a model there and torch would raise. Not at load: a recipe
+    written for a GPU machine still pulls its data and reads its scores on a laptop. Where
+    ``$GESTALT_DEVICE`` is set (a launcher's, or the user's) it is in charge, not the recipe."""
+    from .models.device import gpu_driver_present
+
+    if recipe.runtime.device != "cuda" or "GESTALT_DEVICE" in os.environ:
+        return
+    if gpu_driver_present():
+        import torch  # only where a driver is: without one, the answer needs no torch
+
+        if torch.cuda.is_available():
+            return
+        reason = "torch sees no CUDA GPU here"
+    else:
+        reason = "this machine has no GPU driver"
+    raise RecipeError(f"{recipe.where('runtime', 'device')}: runtime.device: cuda, but {reason} "
+                      f"(devices here: cpu); write auto or cpu")

@@ -351,8 +351,10 @@ def test_yaml_11_surprises_read_as_meant(tmp_path):
     from harness.recipes import RecipeError, load_recipe
 
     base = BASE.replace(f", {SERIES}", "")
-    recipe = load_recipe(recipe_text(tmp_path, base + "description: no\nruntime: {progress: yes}\n"))
-    assert recipe.description == "no" and recipe.runtime.progress is True
+    assert load_recipe(recipe_text(tmp_path, base + "description: no\n")).description == "no"
+    # `yes` stays text, which a boolean setting refuses rather than reads as true
+    with pytest.raises(RecipeError, match=r"r.yaml:\d+: runtime.progress: .*boolean"):
+        load_recipe(recipe_text(tmp_path, base + "runtime: {progress: yes}\n"))
     with pytest.raises(RecipeError, match=r"r.yaml:3: models.0.batch_size: .*integer"):
         load_recipe(recipe_text(tmp_path, base.replace("weights: random", "weights: random, batch_size: 1:30")))
     assert load_recipe(recipe_text(tmp_path, base + "seed: 0o12\n")).seed == 10
