@@ -196,8 +196,11 @@ def serve_ui(uri: str, *, port: int, experiment: str, echo: Callable[[str], None
         raise GestaltError(f"{uri}: no experiment {experiment!r} (--experiment names another)")
     base = f"http://127.0.0.1:{port}"
     # the server runs in its own process group (it forks uvicorn), stopped as a whole below; a
-    # SIGTERM to this process must reach that cleanup too, not leave the server behind
+    # SIGTERM or SIGINT to this process must reach that cleanup too, not leave the server behind.
+    # SIGINT is set even where it was ignored: a shell starts a background job so, and Python
+    # keeps that, yet a supervisor stops `gestalt ui` with SIGINT as with SIGTERM
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     cmd, env = server_command(uri, port, verbose, experiment)
     proc = subprocess.Popen(cmd, env={**os.environ, **env}, start_new_session=True)
     db = sqlite_path(uri)
