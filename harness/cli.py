@@ -18,7 +18,8 @@ from typing import Any
 
 import fire
 
-from .errors import INCOMPLETE, DiskUnavailable, GestaltError, ProcessLost, TrackingUnavailable
+from .errors import DiskUnavailable, GestaltError, ProcessLost, TrackingUnavailable
+from .exit_status import Exit, help_text, recipe_exit
 from .shipped import resolve_recipe
 
 
@@ -126,8 +127,8 @@ class CLI:
                **overrides):
         """Run a recipe (models x tasks); it ends with each task's models in rank groups and where the
         records, figures and report are. Models that cannot run here yet (no API key, weights not
-        fetched) are named with their fix and left out, the rest run,
-        and the exit status is 3 (incomplete). Override any key with --section.key=value;
+        fetched) are named with their fix and left out, the rest run; the exit status (below) says
+        whether a scheduler should requeue the job. Override any key with --section.key=value;
         --models=a,b and --tasks=x,y (task ids or battery names) select from the recipe; --dry-run
         prints the plan, then every missing prerequisite, and exits as the run would; --new-run logs
         a new MLflow run even when the battery's run is up to date; --rescore scores records changed
@@ -172,7 +173,8 @@ class CLI:
                 raise GestaltError(f"{missing} missing prerequisite{'s' if missing > 1 else ''} (listed above)")
             if left := [(p.model.id, str(p.missing)) for p in share if p.not_ready]:
                 print(f"gestalt: {incomplete_line(left)}", file=sys.stderr)
-                raise SystemExit(INCOMPLETE)
+                raise SystemExit(recipe_exit(finished=len(share) - len(left), left_out=len(left),
+                                             rerun_fixes=0, needs_change=0))
             return None
         if recipe.runtime.processes > 1 and "WORLD_SIZE" not in os.environ:
             from .trials.distributed import launch
@@ -205,8 +207,11 @@ class CLI:
             print(f"gestalt: error: run(s) marked FAILED: {'; '.join(failed)}", file=sys.stderr)
         if left := [(r.model_id, str(r.left_out)) for r in results if r.left_out]:
             print(f"gestalt: {incomplete_line(left)}", file=sys.stderr)
-        if failed or left:  # a failed battery is requeued (1); a left-out model waits for its fix (3)
-            raise SystemExit(1 if failed else INCOMPLETE)
+        status = recipe_exit(finished=sum(1 for r in results if not r.failed and not r.left_out),
+                             left_out=len(left), rerun_fixes=sum(1 for r in results if r.failed and not r.needs_change),
+                             needs_change=sum(1 for r in results if r.needs_change))
+        if status != Exit.DONE:
+            raise SystemExit(status)
         return None
 
     def recipes(self):
@@ -480,6 +485,8 @@ def _usage(command: str, fn: Callable[..., Any]) -> str:
     lines = [f"usage: gestalt {command} {' '.join(words)} [FLAGS]".rstrip(), "", doc]
     width = max(len(f) for f, _ in flags)
     lines += ["", "flags:", *(f"  {f.ljust(width)}  {d}".rstrip() for f, d in flags)]
+    if command == "recipe":  # what a scheduler acts on, from the one table the run's status comes from
+        lines += ["", help_text()]
     return "\n".join(lines)
 
 
@@ -571,16 +578,16 @@ def main(argv: list[str] | None = None) -> None:
         fire.Fire(cli, command=args, name="gestalt")
     except GestaltError as e:
         print(f"gestalt: error: {e}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise SystemExit(Exit.BAD_INPUT) from None
     # the launcher names a lost process a signal killed
     except (ProcessLost, TrackingUnavailable, DiskUnavailable) as e:
         print(f"gestalt: error: {e}", file=sys.stderr)
-        raise SystemExit(1) from None
+        raise SystemExit(Exit.RERUN_FIXES) from None
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: one line, not a traceback
         from .trials.distributed import Interrupted
 
         print(f"gestalt: {e if isinstance(e, Interrupted) else 'interrupted (Ctrl-C)'}", file=sys.stderr)
-        raise SystemExit(e.exit_code if isinstance(e, Interrupted) else 130) from None
+        raise SystemExit(e.exit_code if isinstance(e, Interrupted) else Exit.INTERRUPTED) from None
 
 
 if __name__ == "__main__":

@@ -1,17 +1,12 @@
 """The base classes of expected failures, each a one-line message: bad input (exit 2), and a
-process of a multi-process run, the tracking server or a writable disk lost (exit 1). A run that
-left out models which cannot run here yet (no API key, weights not fetched) exits INCOMPLETE.
+process of a multi-process run, the tracking server or a writable disk lost (exit 1); every exit
+status is in harness/exit_status.py.
 
 Kept free of the stages' imports so the CLI can catch them without loading any stage at start-up.
 """
 
 import contextlib
 from collections.abc import Iterator
-
-# `gestalt recipe`'s exit status when it left models out (named with their fixes): the rest ran;
-# a scheduler must not requeue it as is, the fix is the user's (docs/clusters.md)
-INCOMPLETE = 3
-
 
 class GestaltError(Exception):
     """Bad input (recipe, data file, model name, record); the message names the culprit."""

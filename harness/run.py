@@ -24,6 +24,7 @@ from typing import Any
 
 from .version import __version__
 from .errors import DiskUnavailable, GestaltError, ProcessLost, TrackingUnavailable, disk_unavailable, unwritable_folder
+from .exit_status import Exit
 from .models.api_costs import (USAGE_METRICS, Budget, BudgetReached, Price, battery_usage, cost_usd,
                                estimate_input_tokens, price_of, spend, task_usage)
 from .models.base import CAPABILITIES, ModelAdapter, ModelError, ModelSpec, NotReady, fingerprint_hash
@@ -32,7 +33,7 @@ from .models.memory import Fit, adapter_fit
 from .models.registry import make_adapter
 from .models.weights import check_checkpoint
 from .readouts.base import Readout, SplitTooSmall, UnknownReadoutOption
-from .readouts.parse import failed_call
+from .readouts.parse import FAILED_CALL, failed_call
 from .readouts.registry import get_readout
 from .recipes import Recipe, RecipeError, did_you_mean
 from .scores.ranking import (
@@ -116,6 +117,7 @@ class BatteryResult:
     records_digest: str = ""  # of the record files its finished run holds (the summary's fingerprint)
     failed: str | None = None  # why the battery's run ended FAILED (every trial null, or failed calls left)
     failed_calls: int = 0  # trials whose call failed: a rerun sends them again, the scores wait for them
+    needs_change: bool = False  # FAILED the same way again on a rerun until something changes
     left_out: str | None = None  # why the model was not run (it cannot run here yet), with its fix
     # wall seconds per task and phase: trials (model calls and stimulus preparation), scores,
     # figures (drawn; saved in the background), tracking (MLflow logging; the battery's own under
@@ -761,6 +763,19 @@ def _failure(records: list[dict]) -> str | None:
     return why + (f"; a rerun sends the {len(failed)} failed calls again" if failed else "")
 
 
+def _needs_change(records: list[dict], stopped: str | None) -> bool:
+    """Whether a FAILED battery's rerun fails the same way unless something changes, so a scheduler
+    must not requeue it: the recipe's budget is spent, the vendor refused the key, or the model
+    answered and not one answer parsed (a rerun asks for the same answers again)."""
+    api = sys.modules.get("harness.models.api")  # loaded with any API adapter: else no key was refused
+    if stopped or (api is not None and any(r["parse_status"].startswith(FAILED_CALL) and
+                                           r["parse_status"][len(FAILED_CALL):] in api.REFUSED_KEY
+                                           for r in records)):
+        return True
+    answers = [r for r in records if not failed_call(r["parse_status"], r.get("extras"))]
+    return bool(answers) and not any(r["parse_status"] == "ok" for r in answers)
+
+
 def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], dist: Dist,
                  echo: Callable[[str], None], new_run: bool = False,
                  budget: Budget | None = None, rescore: bool = False) -> BatteryResult:
@@ -827,7 +842,7 @@ def _run_battery(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet], d
         if isinstance(e, ProcessLost):
             raise ProcessLost(f"{e}: {where}; {RESUME}") from e.__cause__
         raise Interrupted(f"{str(e) or 'interrupted (Ctrl-C)'}: {where}; {RESUME}",
-                          exit_code=e.exit_code if isinstance(e, Interrupted) else 130) from None
+                          exit_code=e.exit_code if isinstance(e, Interrupted) else Exit.INTERRUPTED) from None
     except Exception as e:
         why = tracking_lost(e) if track else None
         if why is None:
@@ -920,6 +935,7 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
     result.model_calls = sum(dist.gather([adapter.calls - calls_before]))
     result.failed_calls = sum(failed_call(r["parse_status"], r.get("extras")) for r in answered)
     result.failed = stopped or _failure(answered)
+    result.needs_change = result.failed is not None and _needs_change(answered, stopped)
     if track:
         clock = time.perf_counter()
         with slow_step(f"{spec.id}: logging the battery to MLflow", shown):

@@ -11,6 +11,7 @@ import re
 import pytest
 import yaml
 
+from harness.exit_status import Exit
 from harness.models.api_costs import Budget, BudgetReached, cost_usd, price_of, spend
 from tests import lifecycle as life
 from tests.fake_vendor_server import FakeVendorServer, Sleep, Status
@@ -53,7 +54,7 @@ def call_bound(path) -> float:
 def test_a_budget_holds_across_reruns_and_a_rerun_sends_nothing_once_it_is_reached(tmp_path, server):
     path = budgeted(tmp_path, server.url, 0.004)
     code, out, err = life.cli(path)
-    assert code == 1
+    assert code == Exit.NEEDS_CHANGE  # the budget must be raised: a requeued job would send nothing
     first = len(server.requests)
     assert 0 < first < life.TRIALS
     assert re.search(r"budget_usd 0\.004: spent \$0\.0000 of \$0\.004", out)  # said at the start
@@ -61,7 +62,7 @@ def test_a_budget_holds_across_reruns_and_a_rerun_sends_nothing_once_it_is_reach
     assert f"spent ${spent:.4f} of $0.004" in out + err  # and at the end
 
     code, out, err = life.cli(path)  # the identical rerun: the budget is spent, nothing is sent
-    assert code == 1 and len(server.requests) == first
+    assert code == Exit.NEEDS_CHANGE and len(server.requests) == first
     assert f"budget_usd 0.004: spent ${spent:.4f} of $0.004" in out
     assert "budget_usd 0.004 reached" in err
     # the stated overshoot: the calls in flight (the batch size, 4) at most one call's bound each
@@ -71,7 +72,7 @@ def test_a_budget_holds_across_reruns_and_a_rerun_sends_nothing_once_it_is_reach
 def test_a_budget_stopped_run_logs_its_spend_and_the_rerun_counts_every_call_of_the_run(tmp_path, server):
     path = budgeted(tmp_path, server.url, 0.004)
     code, out, _ = life.cli(path)
-    assert code == 1
+    assert code == Exit.NEEDS_CHANGE
     sent = len(server.requests)
     assert f"{sent} new trials, {sent} model calls" in out  # not "0 new trials, 0 model calls"
     (run,) = life.battery_runs(tmp_path)
@@ -114,7 +115,7 @@ def test_timeouts_count_against_the_budget_in_a_run(tmp_path, server):
     path.write_text(yaml.safe_dump(recipe, sort_keys=False))
     server.script(Sleep(2.0), Sleep(2.0))
     code, out, _ = life.cli(path)
-    assert code == 1
+    assert code == Exit.RERUN_FIXES  # timed-out calls under a budget not reached: a rerun sends them
     bound = call_bound(path)
     assert f"spent ${spent_in_records(tmp_path) + 2 * bound:.4f} of $10" in out
 
@@ -125,7 +126,7 @@ def test_a_failed_runs_scores_are_provisional_and_not_ranked(tmp_path, server):
     path = life.api_recipe(tmp_path, server.url, models=("fake-api", "fake-b"))
     server.script(*[Status(500)] * 5)  # the first battery ends with five failed calls
     code, out, err = life.cli(path)
-    assert code == 1
+    assert code == Exit.RERUN_FIXES
     table, answer = out.split("rank groups per task", 1)
     assert any("fake-api" in x and "provisional" in x for x in table.splitlines())
     assert not any("fake-b" in x and "provisional" in x for x in table.splitlines())

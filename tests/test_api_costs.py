@@ -12,6 +12,7 @@ from datetime import date
 import pytest
 import yaml
 
+from harness.exit_status import Exit
 from harness.models.api_costs import MESSAGE_TOKENS, PRICES, cost_usd, estimate_input_tokens, image_tokens, price_of
 from tests import lifecycle as life
 from tests.conftest import MIRROR, REPO
@@ -220,7 +221,7 @@ def test_budget_stops_the_battery_cleanly_and_a_rerun_continues(tmp_path, monkey
         recipe = yaml.safe_load(path.read_text())
         path.write_text(yaml.safe_dump({**recipe, "budget_usd": 0.004}, sort_keys=False))
         code, _, err = life.cli(path)
-        assert code == 1
+        assert code == Exit.NEEDS_CHANGE
         line = next(x for x in err.splitlines() if x.startswith("gestalt"))
         assert "budget_usd 0.004 reached" in line
         spent = life.record_lines(tmp_path)

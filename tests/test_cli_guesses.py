@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from harness.cli import main
-from harness.errors import INCOMPLETE
+from harness.exit_status import Exit
 from tests.conftest import MIRROR, REPO
 from tests.test_contracts import recipe_text as recipe
 
@@ -143,7 +143,7 @@ def test_dry_run_prints_the_plan_then_every_missing_prerequisite(tmp_path):
     done = subprocess.run([sys.executable, "-m", "harness.cli", "recipe", str(path), "--dry-run"],
                           capture_output=True, text=True, env=dict(without_keys(), HF_HUB_OFFLINE="1"),
                           cwd=REPO)
-    assert done.returncode == INCOMPLETE, (done.stdout, done.stderr)  # as the run: m runs, 2 left out
+    assert done.returncode == Exit.PARTLY_RAN, (done.stdout, done.stderr)  # as the run: m runs, 2 left out
     out = done.stdout
     # the whole plan, every model, before the block
     for model in ("model gpt", "model claude", "model m"):
@@ -165,7 +165,7 @@ def test_a_real_run_names_every_model_it_leaves_out_before_any_run_exists(tmp_pa
     with pytest.raises(SystemExit) as e:
         main(["recipe", str(recipe(tmp_path, text))])
     out, err = capsys.readouterr()
-    assert e.value.code == INCOMPLETE
+    assert e.value.code == Exit.NOTHING_RAN  # every model left out
     assert out.splitlines()[:3] == [
         "left out until fixed (2; the rest run, then a rerun adds their batteries):",
         "  model 'gpt': no API key; set the environment variable OPENAI_API_KEY",
@@ -189,8 +189,9 @@ def test_the_design_cards_dry_run_plans_every_model_without_keys(tmp_path):
     done = subprocess.run([sys.executable, "-m", "harness.cli", "recipe", "full.yaml", "--dry-run",
                            f"--data.mirror={MIRROR.resolve()}"],
                           capture_output=True, text=True, cwd=tmp_path, timeout=900,
-                          env=dict(without_keys(), HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO)))
-    assert done.returncode == INCOMPLETE, done.stderr
+                          env=dict(without_keys(), HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO),
+                                   HF_HOME=str(tmp_path / "hf")))
+    assert done.returncode == Exit.NOTHING_RAN, done.stderr  # no key, an empty hub cache: every model left out
     planned = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("model ")]
     assert planned == ids
     block = done.stdout[done.stdout.index("--- before it runs ---"):]
@@ -206,6 +207,7 @@ def test_the_dry_run_names_timm_hub_weights_not_in_the_cache(tmp_path):
     done = subprocess.run([sys.executable, "-m", "harness.cli", "recipe", str(path), "--dry-run"],
                           capture_output=True, text=True, cwd=REPO,
                           env=dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf")))
-    assert done.returncode == INCOMPLETE, (done.stdout, done.stderr)
+    assert done.returncode == Exit.NOTHING_RAN, (done.stdout, done.stderr)  # its only model left out
     block = done.stdout[done.stdout.index("left out until fixed"):]
-    assert "model 'm': timm 'test_vit' hub weights are not in the local Hugging Face cache" in block, block
+    assert ("model 'm': timm 'test_vit' hub weights are not in the local Hugging Face cache "
+            f"{tmp_path / 'hf' / 'hub'} ") in block, block

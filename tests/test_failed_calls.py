@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from harness.exit_status import Exit
 from tests import lifecycle as life
 from tests.fake_vendor_server import FakeVendorServer, Status
 
@@ -28,7 +29,7 @@ def test_rerun_with_a_good_key_sends_exactly_the_failed_trials(tmp_path, server)
     path = life.api_recipe(tmp_path, server.url)
     # a key that stops working during the battery: --offline skips the check that would catch it first
     code, _, err = life.cli(path, "--offline", key="sk-dead-key-000000000000")
-    assert code == 1 and "FAILED" in err
+    assert code == Exit.NEEDS_CHANGE and "FAILED" in err  # a refused key: requeued, it fails again
     assert len(server.requests) == 0  # the fake records only requests that passed its key check
     (run,) = life.battery_runs(tmp_path)
     assert run.info.status == "FAILED"
@@ -54,7 +55,7 @@ def test_partly_failed_battery_fails_and_a_rerun_sends_only_its_failures(tmp_pat
     path = life.api_recipe(tmp_path, server.url)
     server.script(*[Status(500)] * 5)  # max_retries 0: five trials end as failed calls
     code, _, err = life.cli(path)
-    assert code == 1, "a partly failed battery must not exit 0"
+    assert code == Exit.RERUN_FIXES, "a battery with failed calls a rerun sends again is requeued"
     line = next(x for x in err.splitlines() if x.startswith("gestalt"))
     assert "5 of 80 trials are failed calls" in line and "null:api_error:http_500 x5" in line
     (run,) = life.battery_runs(tmp_path)
@@ -130,7 +131,7 @@ def test_a_model_whose_key_is_refused_again_and_again_stops_sending(tmp_path, se
 
     path = life.api_recipe(tmp_path, server.url)
     code, _, err = life.cli(path, "--offline", key="sk-dead-key-000000000000")
-    assert code == 1
+    assert code == Exit.NEEDS_CHANGE
     assert server.refused == REFUSED_KEY_BREAKER  # not one request per trial
     records = life.record_lines(tmp_path)
     # every trial a failed call, so a rerun with a good key sends them all

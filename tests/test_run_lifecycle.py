@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from harness.exit_status import Exit
 from tests import lifecycle as life
 from tests.fake_vendor_server import FakeVendorServer
 
@@ -157,7 +158,7 @@ def test_battery_with_every_trial_null_fails(tmp_path, server, monkeypatch):
     monkeypatch.setenv("GESTALT_OFFLINE", "0")  # restored after the test: --offline sets it for the process
     # --offline: a key that dies during the battery (a dead key at the start stops at preflight)
     code, _, err = life.cli(life.api_recipe(tmp_path, server.url), "--offline", key="sk-dead-key-000000000000")
-    assert code == 1
+    assert code == Exit.NEEDS_CHANGE  # the key must change: a requeued job would fail the same way
     (line,) = gestalt_lines(err)
     assert "fake-api" in line and "every one of 80 trials null" in line and "FAILED" in line
     (run,) = life.runs(tmp_path)

@@ -1,6 +1,6 @@
 """`gestalt recipe` runs whatever can run: a model that cannot run here yet (no API key, hub
 weights not in the offline cache) is named with its fix before
-any work, left out, and named again at the end; the rest run, and the run exits 3 (incomplete).
+any work, left out, and named again at the end; the rest run, and the run exits 3 (partly ran).
 A rerun once it can run adds exactly its battery to the experiment. `--models` and `--tasks`
 select from the recipe."""
 
@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from harness.cli import main
-from harness.errors import INCOMPLETE
+from harness.exit_status import Exit
 from tests import lifecycle as life
 from tests.conftest import MIRROR
 from tests.fake_vendor_server import FakeVendorServer
@@ -42,7 +42,7 @@ def test_a_missing_key_leaves_its_model_out_and_a_rerun_with_it_adds_exactly_its
     monkeypatch.delenv(LATE_KEY, raising=False)
     path = two_vendor_recipe(tmp_path, server.url)
     code, out, err = life.cli(path)
-    assert code == INCOMPLETE == 3, (out, err)
+    assert code == Exit.PARTLY_RAN == 3, (out, err)
     # named with its fix before any work, and again at the end
     before = out[:out.index("fake-api:") if "fake-api:" in out else len(out)]
     assert f"model 'late-api': no API key; set the environment variable {LATE_KEY}" in out.splitlines()[1], out
@@ -88,7 +88,7 @@ def test_the_dry_run_exits_as_the_run_would_and_prices_a_model_without_its_key(t
     with pytest.raises(SystemExit) as e:
         main(["recipe", str(path), "--dry-run"])
     out, err = capsys.readouterr()
-    assert e.value.code == INCOMPLETE, (out, err)
+    assert e.value.code == Exit.PARTLY_RAN, (out, err)
     late = out[out.index("model late-api"):out.index("total generate")]
     assert f"  estimated: {life.TRIALS} calls, ~" in late and "input tokens" in late, late
     assert "~$" in late and "gpt-4o-mini prices" in late, late

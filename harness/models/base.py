@@ -92,6 +92,15 @@ class NotReady(ModelError):
     the rest."""
 
 
+def not_in_hub_cache(model_id: str, what: str) -> NotReady:
+    """Hub files the offline cache lacks, naming the cache folder looked in: a job whose HF_HOME is
+    not the one `gestalt models fetch` filled finds an empty cache, and only the folder shows it."""
+    from huggingface_hub import constants  # read now: HF_HOME and HF_HUB_CACHE as this process has them
+
+    return NotReady(f"model {model_id!r}: {what} not in the local Hugging Face cache {constants.HF_HUB_CACHE} "
+                    f"and HF_HUB_OFFLINE=1 (run `gestalt models fetch` with a network and the same HF_HOME)")
+
+
 class ModelOptions(Options):
     """A model source's ``options``: each source declares a subclass as its adapter's ``Options``.
     ``generation`` is not one of them: it is the entry's own key, for the readouts."""

@@ -25,7 +25,7 @@ from pydantic import Field
 
 from ..memo import Memo
 from ..options import PathOption
-from .base import ModelAdapter, ModelError, ModelSpec, NotReady
+from .base import ModelAdapter, ModelError, ModelSpec, not_in_hub_cache
 from .device import (BatchOptions, BatchSizer, autocast, compute_precision, is_conv_net, is_cuda, place, planned_device,
                      to_device)
 from .memory import hf_weight_files
@@ -284,8 +284,7 @@ class TimmEncoder(TorchEncoder):
             if not pkg.path().is_file():
                 raise ModelError(f"model {self.spec.id!r}: weight file {pkg.path()} missing")
         elif self.spec.weights == "hub" and os.environ.get("HF_HUB_OFFLINE") == "1" and not self._hub_cached():
-            raise NotReady(f"model {self.spec.id!r}: timm {self.spec.name!r} hub weights are not in the local "
-                             f"Hugging Face cache and HF_HUB_OFFLINE=1 (run `gestalt models fetch` with a network)")
+            raise not_in_hub_cache(self.spec.id, f"timm {self.spec.name!r} hub weights are")
         elif self.spec.weights not in (None, "random", "hub") and Path(self.spec.weights).is_file():
             path = Path(self.spec.weights)
             if (found := checkpoint_keys(path)) is not None:  # loaded strictly: the names must match
@@ -470,8 +469,7 @@ class HFVisionEncoder(TorchEncoder):
 
         if os.environ.get("HF_HUB_OFFLINE") == "1" and not isinstance(
                 try_to_load_from_cache(name, "config.json", revision=self.spec.revision), str):
-            raise NotReady(f"model {self.spec.id!r}: {name!r} is not in the local Hugging Face "
-                             f"cache and HF_HUB_OFFLINE=1 (run `gestalt models fetch` with a network)")
+            raise not_in_hub_cache(self.spec.id, f"{name!r} is")
 
     def _load(self):
         from transformers import AutoImageProcessor, AutoModel

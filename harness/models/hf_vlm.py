@@ -32,7 +32,7 @@ from typing import Any
 from PIL import Image
 from pydantic import Field
 
-from .base import Generation, ModelAdapter, ModelError, ModelSpec, NotReady
+from .base import Generation, ModelAdapter, ModelError, ModelSpec, not_in_hub_cache
 from .device import BatchOptions, BatchSizer, autocast, compute_precision, is_cuda, planned_device, to_device
 from .memory import hf_weight_files
 
@@ -103,9 +103,7 @@ class HFVLM(ModelAdapter):
             cached = try_to_load_from_cache(s.name, "config.json", revision=s.revision)
             if not isinstance(cached, str):
                 if os.environ.get("HF_HUB_OFFLINE") == "1":
-                    raise NotReady(f"model {s.id!r}: {s.name!r} is not in the local Hugging Face "
-                                     f"cache and HF_HUB_OFFLINE=1 (run `gestalt models fetch` with a "
-                                     f"network)")
+                    raise not_in_hub_cache(s.id, f"{s.name!r} is")
                 return  # resolved from the hub at load time
             config = Path(cached)
         if not config.is_file():

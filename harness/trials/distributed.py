@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import GestaltError, ProcessLost
+from ..exit_status import Exit
 from ..models.device import auto_device as _auto_device  # one answer for placement and fingerprints
 
 
@@ -31,13 +32,13 @@ RESUME = "records so far are kept, run the recipe again to resume"  # how every 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C or SIGTERM; its message is the one line the user sees (no traceback)."""
 
-    def __init__(self, message: str, exit_code: int = 130):
+    def __init__(self, message: str, exit_code: int = Exit.INTERRUPTED):
         super().__init__(message)
         self.exit_code = exit_code
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
-    raise Interrupted("terminated (SIGTERM)", exit_code=143)
+    raise Interrupted("terminated (SIGTERM)", exit_code=Exit.TERMINATED)
 
 
 @contextlib.contextmanager
@@ -225,7 +226,7 @@ def launch(n: int, argv: list[str], device: str = "cpu") -> int:
         with interrupts_as_exceptions():
             codes = [p.wait() for p in procs]
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (interrupts_as_exceptions)
-        terminated = isinstance(e, Interrupted) and e.exit_code == 143
+        terminated = isinstance(e, Interrupted) and e.exit_code == Exit.TERMINATED
         _pass_on(procs, signal.SIGTERM if terminated else signal.SIGINT)
         raise
     killed = [(rank, -code) for rank, code in enumerate(codes) if code < 0]
