@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 from collections import Counter, defaultdict
@@ -35,7 +36,8 @@ from .models.weights import check_checkpoint
 from .readouts.base import Readout, SplitTooSmall, UnknownReadoutOption
 from .readouts.parse import FAILED_CALL, failed_call
 from .readouts.registry import get_readout
-from .recipes import Recipe, RecipeError, did_you_mean
+from .recipes import Recipe, RecipeError, check_device, did_you_mean
+from .scores.bootstrap import interval_methods
 from .scores.ranking import (
     ItemValues,
     TaskRanking,
@@ -564,7 +566,9 @@ def shard_line(shard: tuple[int, int], share: list[Planned], n_models: int) -> s
 def recipe_device(recipe: Recipe) -> Iterator[None]:
     """The recipe's ``runtime.device`` for this process while the recipe runs: models are placed
     there and fingerprints (``precision: auto``) resolve against it. ``$GESTALT_DEVICE``, which
-    ``accelerate`` launches and the user set, stays in charge where it is set."""
+    ``accelerate`` launches and the user set, stays in charge where it is set. A device this
+    machine lacks is one line here, before the dry run's plan or the first model."""
+    check_device(recipe)
     if recipe.runtime.device == "auto" or "GESTALT_DEVICE" in os.environ:
         yield
         return
@@ -1034,7 +1038,8 @@ def answer_lines(results: list[BatteryResult], boot: Bootstrap) -> list[str]:
     score, 95% interval and position between floor and ceiling; censored and missing values and
     unavailable tasks named, not ranked; a FAILED battery's scores are provisional (failed calls
     left, or a budget that stopped it): named below the ranked models, never ranked beside them."""
-    lines = ["", "rank groups per task (best first; models sharing a letter are not told apart):"]
+    lines = ["", "rank groups per task (best first; models sharing a letter are not told apart, with 5% "
+             "familywise error over each task's pairs):"]
     for task_id in dict.fromkeys(t for r in results for t in [*r.scores, *r.unavailable]):
         family = get_family(get_task(task_id).scoring)
         scored = [r for r in results if task_id in r.scores and not r.failed]
@@ -1086,7 +1091,28 @@ def legend_lines(results: list[BatteryResult]) -> list[str]:
     rows = [*named, *(("bar" if i == 0 else "", w) for i, w in enumerate(LEGEND_BAR))]
     if any(s.extra.get("censored") for r in results for scores in r.scores.values() for s in scores):
         rows += [("censored" if i == 0 else "", w) for i, w in enumerate(LEGEND_CENSORED)]
+    rows += interval_rows(results)
     return ["", "legend:", *(f"  {name:<{width}}  {words}" for name, words in rows)]
+
+
+def interval_rows(results: list[BatteryResult]) -> list[tuple[str, str]]:
+    """What each task's headline 95% intervals resample (stimuli, triplets, trials within each k
+    ...), in the scores' own words (the first interval clause of each method), once per task:
+    ``silhouette: over stimuli (accuracy, B, kappa)``. The legend says it beside the numbers, so
+    the unit is read where the interval is."""
+    rows: list[tuple[str, str]] = []
+    for task_id in dict.fromkeys(t for r in results for t in r.scores):
+        scores = next(r.scores[task_id] for r in results if task_id in r.scores)
+        units: dict[str, list[str]] = {}
+        for score in get_family(get_task(task_id).scoring).headline_scores(scores):
+            how = interval_methods([score])
+            if how:
+                unit = re.search(r"\b(?:over|redraws of) .+?(?= at |,|;|$)", how[0])
+                units.setdefault(unit.group(0) if unit else how[0], []).append(score.name)
+        if units:
+            rows.append(("95% CI" if not rows else "", f"{task_id.rsplit('.', 1)[-1]}: " + "; ".join(
+                f"{unit} ({', '.join(names)})" for unit, names in units.items())))
+    return rows
 
 
 def _verdict_lines(family: Family, scores: dict[str, list[Score]]) -> list[str]:

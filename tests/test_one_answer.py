@@ -3,6 +3,7 @@ run's (``rank_groups.json``), the report's and the registry scorecard's, after a
 `gestalt report` and after a rerun; a rerun with nothing changed draws no summary again and
 imports no report."""
 
+import html
 import json
 import os
 import re
@@ -14,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from harness.scores.ranking import CORRECTION
 from tests.conftest import MIRROR, REPO
 from tests.test_rank_groups import CONSTANT
 
@@ -94,9 +96,9 @@ def test_every_surface_shows_the_terminals_groups_and_digits(answered):
     for stored in answered.summaries:  # after the recipe, its rerun, the report and the recipe again
         assert [[g["task"], g["groups"], g["model"], g["shown"]] for g in stored["groups"]] == rows
         assert "paired bootstrap" in stored["method"] and "NOT PAIRED" not in stored["method"]
-        assert "overlapping" not in stored["method"]
+        assert CORRECTION in stored["method"]  # the summary run names the letters' correction
     index = (answered.tmp / "report" / "index.html").read_text()
-    assert "overlapping" not in index and "paired bootstrap" in index
+    assert "NOT PAIRED" not in index and "paired bootstrap" in index and html.escape(CORRECTION) in index
     for _task, letters, model, shown in rows:
         assert f"<td>{letters}</td><td>{model}</td><td>{shown}</td>" in index
         value, ci = shown.split(" ", 1)

@@ -132,3 +132,15 @@ def test_a_device_this_machine_lacks_is_one_line_naming_the_devices_it_has(tmp_p
     monkeypatch.setenv("GESTALT_DEVICE", "cpu")  # the launcher's device stays in charge
     check_device(r)
 
+
+
+@pytest.mark.skipif(gpu_driver_present(), reason="this machine has a GPU driver")
+def test_the_dry_run_refuses_a_device_this_machine_lacks(tmp_path):
+    """`runtime.device: cuda` on a machine without a GPU: one line at the dry run, exit 2, where a
+    run used to record every trial as an unparseable answer."""
+    path, line = recipe(tmp_path, "runtime: {device: cuda}")
+    done = gestalt("recipe", str(path), "--dry-run", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    err = done.stderr.strip()
+    assert err.startswith(f"gestalt: error: {path}:{line}: runtime.device: cuda") and "\n" not in err, err
+    assert "devices here: cpu" in err

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from harness.scores.ranking import CORRECTION, UNPAIRED_CORRECTION
 from harness.scores.record import Score
 from harness.scores.tasks import family_of
 
@@ -135,8 +136,12 @@ def test_report_writes_every_file_from_the_latest_finished_runs(store, report):
     assert not (out / "rank_correlations.png").exists()  # 3 models: no rho told from chance
     for name in ("scores.csv", "scores.md", "rank_correlations.csv", "index.html", "runs.json"):
         assert (out / name).stat().st_size > 0
-    used = json.loads((out / "runs.json").read_text())
+    runs = json.loads((out / "runs.json").read_text())
+    used = [u for u in runs if u["answers"]]
     assert {u["model"]: u["run_id"] for u in used} == {m: store.runs[m][0] for m, _, _ in MODELS}
+    # the run the later one replaced: listed, with what replaced it
+    (old,) = [u for u in runs if not u["answers"]]
+    assert old["model"] == "resnet-b" and set(old["superseded"].values()) == {store.runs["resnet-b"][0]}
     # families in the paper's order (supervised first); within one, the best mean position
     # between floor and ceiling (1 where none) over the headline scores comes first
     assert [u["family"] for u in used] == ["supervised", "supervised", "self-supervised"]
@@ -342,7 +347,8 @@ def test_the_report_leads_with_the_matrix_and_keeps_one_summary_run_in_mlflow(st
     assert {a.path for a in client.list_artifacts(summary.info.run_id)} >= {
         "matrix.png", "dissociation.png", "rank_groups.json", "runs.json"}
     note = summary.data.tags["mlflow.note.content"]
-    assert f"get-artifact?path=matrix.png&run_uuid={summary.info.run_id}" in note and "overlapping" in note
+    assert f"get-artifact?path=matrix.png&run_uuid={summary.info.run_id}" in note
+    assert "NOT PAIRED" in note and UNPAIRED_CORRECTION in note and CORRECTION in note
     colors = {m: client.get_run(store.runs[m][0]).data.tags["mlflow.runColor"] for m, _, _ in MODELS}
     assert len(set(colors.values())) == len(MODELS)
 
