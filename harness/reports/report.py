@@ -20,10 +20,13 @@ dissociation figure, and each model run's colour). Into ``out_dir``:
   figures embedded as base64; no external CSS, scripts or images) linking to its MLflow run, and
   ``index.html``: every task (unavailable ones with the reason), the human references, the
   figures (each captioned with what it shows, n and the interval method) and the scores;
-- ``runs.json``: which run of which model the report read.
+- ``runs.json``: every battery run the report read, each with its recipe, the tasks it answers
+  and, for a task a later run answers, that run (superseded).
 
-Without ``run_ids``, the latest FINISHED run per model id is used (optionally only runs of one
-recipe, tag ``gestalt.recipe``); given ``run_ids``, exactly those runs (one per model).
+The experiment is the answer, not one recipe: each (model, task) comes from the latest FINISHED
+battery that ran that task for that model, whichever recipe ran it (:func:`answers`), so a recipe
+over other tasks or other models adds to the answer rather than replacing it; ``recipe`` (tag
+``gestalt.recipe``) or ``run_ids`` narrow the runs read first.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import logging
 import math
 import re
 import tempfile
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
 from collections.abc import Callable
@@ -100,6 +103,19 @@ class BatteryRunData:
     experiment_id: str = ""
     # task -> its primary score per stimulus as the battery logged it (the paired rank groups')
     items: dict[str, ItemValues] = field(default_factory=dict)
+    start_time: int = 0  # ms; the later of two runs of a task answers it
+    stimuli: dict[str, str] = field(default_factory=dict)  # task -> its stimulus set's sha256
+    # task -> the run answering it, where the model's answer draws on several runs (:func:`answers`)
+    task_runs: dict[str, str] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)  # answering run id -> its records digest
+
+    def run_of(self, task: str) -> str:
+        """The run the model's cell of ``task`` comes from."""
+        return self.task_runs.get(task, self.run_id)
+
+    def sources(self) -> dict[str, str]:
+        """Every run the model's answer draws on -> its records digest."""
+        return self.digests or {self.run_id: self.tags.get(RECORDS_DIGEST, "")}
 
     def bootstrap(self) -> Bootstrap:
         """The bootstrap the battery's recipe ranked with (its logged parameters)."""
@@ -123,9 +139,10 @@ def score_from_dict(d: dict[str, Any], where: str) -> Score:
 
 
 def parse_intervals(intervals: dict[str, Any], where: str
-                    ) -> tuple[dict[str, list[Score]], dict[str, str], dict[str, ItemValues]]:
-    """(scores, unavailable tasks, primary scores per stimulus) of a battery's intervals.json."""
-    scores, unavailable, items = {}, {}, {}
+                    ) -> tuple[dict[str, list[Score]], dict[str, str], dict[str, ItemValues], dict[str, str]]:
+    """(scores, unavailable tasks, primary scores per stimulus, stimulus set sha256 per task) of a
+    battery's intervals.json."""
+    scores, unavailable, items, stimuli = {}, {}, {}, {}
     for task, entry in intervals.items():
         if "unavailable" in entry:
             unavailable[task] = entry["unavailable"]
@@ -133,13 +150,16 @@ def parse_intervals(intervals: dict[str, Any], where: str
             scores[task] = [score_from_dict(d, f"{where} {task}") for d in entry.get("scores", [])]
             if "primary_items" in entry:
                 items[task] = ItemValues.from_dict(entry["primary_items"])
-    return scores, unavailable, items
+            stimuli[task] = entry.get("stimulus_set_sha256", "")
+    return scores, unavailable, items, stimuli
 
 
 # -- reading runs ---------------------------------------------------------------------------------
 
 def load_runs(tracking_uri: str, experiment: str, run_ids: list[str] | None = None,
               recipe: str | None = None) -> list[BatteryRunData]:
+    """Every FINISHED battery run of the experiment (of one recipe where ``recipe`` names it), or
+    exactly the runs ``run_ids``; newest first."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
@@ -168,16 +188,12 @@ def load_runs(tracking_uri: str, experiment: str, run_ids: list[str] | None = No
             token = page.token
             if not token:
                 break
-        latest: dict[str, Any] = {}
-        for run in runs:  # newest first: keep the first run seen per model
-            tags = run.data.tags
-            if "gestalt.model" in tags and (recipe is None or tags.get("gestalt.recipe") == recipe):
-                latest.setdefault(tags["gestalt.model"], run)
-        runs = list(latest.values())
+        runs = [run for run in runs if "gestalt.model" in run.data.tags
+                and (recipe is None or run.data.tags.get("gestalt.recipe") == recipe)]
     if not runs:
         raise ReportError(f"no FINISHED gestalt runs in experiment {experiment!r}"
                           + (f" for recipe {recipe!r}" if recipe else "") + f" at {tracking_uri}")
-    return [_read_run(client, run) for run in runs]
+    return sorted((_read_run(client, run) for run in runs), key=lambda r: -r.start_time)
 
 
 def _read_run(client, run) -> BatteryRunData:
@@ -194,13 +210,70 @@ def _read_run(client, run) -> BatteryRunData:
         for art in client.list_artifacts(rid, "figures"):
             if art.path.endswith(".png"):
                 figs[Path(art.path).name] = Path(client.download_artifacts(rid, art.path, tmp)).read_bytes()
-    scores, unavailable, items = parse_intervals(intervals, where)
+    scores, unavailable, items, stimuli = parse_intervals(intervals, where)
     return BatteryRunData(run_id=rid, model=tags["gestalt.model"],
                           family=tags.get("gestalt.family", "unknown"),
                           recipe=tags.get("gestalt.recipe", ""), params=dict(run.data.params),
                           tags=dict(tags), metrics=dict(run.data.metrics), scores=scores,
                           unavailable=unavailable, figures=figs, experiment_id=run.info.experiment_id,
-                          items=items)
+                          items=items, start_time=run.info.start_time or 0, stimuli=stimuli)
+
+
+@dataclass(frozen=True)
+class Answers:
+    """Each model's answer (one per model, its cells drawn from the runs answering them) and the
+    history: every run read, with the tasks it answers and those a later run answers instead."""
+
+    models: list[BatteryRunData]
+    history: list[dict[str, Any]]  # newest first
+
+    def history_in(self, runs: list[BatteryRunData]) -> list[dict[str, Any]]:
+        """The history in the order of the models ``runs``, each model's newest run first."""
+        order = {r.model: i for i, r in enumerate(runs)}
+        return sorted(self.history, key=lambda h: order[h["model"]])
+
+
+def answers(runs: list[BatteryRunData]) -> Answers:
+    """Each (model, task) from the latest of ``runs`` that scored that task for that model (a run
+    where it was unavailable only where none scored it), whatever recipe ran it: a recipe over
+    other tasks or other models adds to the answer, and a run a later one replaces stays in the
+    history, never silently dropped."""
+    by_model: dict[str, list[BatteryRunData]] = {}
+    for r in sorted(runs, key=lambda r: -r.start_time):
+        by_model.setdefault(r.model, []).append(r)
+    models, answering = [], {}
+    for newest_first in by_model.values():
+        newest = newest_first[0]
+        merged = replace(newest, scores={}, unavailable={}, items={}, stimuli={}, figures={}, task_runs={},
+                         digests={})
+        for r in newest_first:
+            for task in [*r.scores, *r.unavailable]:
+                if task in merged.scores or (task in merged.unavailable and task not in r.scores):
+                    continue
+                merged.unavailable.pop(task, None)
+                if task in r.scores:
+                    merged.scores[task] = r.scores[task]
+                    merged.stimuli[task] = r.stimuli.get(task, "")
+                    if task in r.items:
+                        merged.items[task] = r.items[task]
+                else:
+                    merged.unavailable[task] = r.unavailable[task]
+                merged.task_runs[task] = r.run_id
+        merged.task_runs = {t: merged.task_runs[t] for t in [*merged.scores, *merged.unavailable]}
+        by_id = {r.run_id: r for r in newest_first}
+        for task, rid in merged.task_runs.items():
+            merged.figures.update({n: png for n, png in by_id[rid].figures.items() if n.startswith(f"{task}.")})
+            merged.digests[rid] = by_id[rid].tags.get(RECORDS_DIGEST, "")
+        answering.update({(merged.model, t): rid for t, rid in merged.task_runs.items()})
+        models.append(merged)
+    history = []
+    for r in sorted(runs, key=lambda r: -r.start_time):
+        tasks = [*r.scores, *r.unavailable]
+        history.append({"model": r.model, "family": r.family, "run_id": r.run_id, "recipe": r.recipe,
+                        "answers": [t for t in tasks if answering[(r.model, t)] == r.run_id],
+                        "superseded": {t: answering[(r.model, t)] for t in tasks
+                                       if answering[(r.model, t)] != r.run_id}})
+    return Answers(models, history)
 
 
 # -- tables ---------------------------------------------------------------------------------------
@@ -244,7 +317,7 @@ def score_rows(runs: list[BatteryRunData], tasks: list[str]) -> list[dict[str, A
             v = r.null_rate(task)
             if task in r.unavailable:
                 rows.append({"model": r.model, "family": r.family, "task": task, "score": "",
-                             "note": f"unavailable: {r.unavailable[task]}", "run_id": r.run_id})
+                             "note": f"unavailable: {r.unavailable[task]}", "run_id": r.run_of(task)})
                 continue
             family = family_of(task)
             for s in r.scores.get(task, []):
@@ -260,7 +333,7 @@ def score_rows(runs: list[BatteryRunData], tasks: list[str]) -> list[dict[str, A
                     "ceiling": s.ceiling, "n": s.n, "nulls": s.nulls, "task_null_rate": v,
                     "full_low": low, "full_high": high, "version": s.version, "note": "",
                     "censored": censored(s) if s.value is not None else None,
-                    "ceiling_source": s.ceiling_source, "run_id": r.run_id})
+                    "ceiling_source": s.ceiling_source, "run_id": r.run_of(task)})
     return rows
 
 
@@ -499,66 +572,94 @@ def rank_groups(heads: Headlines, runs: list[BatteryRunData],
     """The rank groups of the terminal (:func:`~harness.scores.ranking.rank_task`, the same
     inputs): paired bootstrap on the same stimuli from each battery's logged primary scores per
     stimulus (``items``, model -> task -> values, where a recipe's end has them and the run
-    predates their logging), with the bootstrap its recipe ranked with."""
+    predates their logging), with the bootstrap its recipe ranked with. Only models that ran a
+    task on the same stimulus set are ranked against each other: a pairing over stimuli, and a
+    comparison at all, needs the same stimuli."""
     given = items or {}
     boot = runs[0].bootstrap() if runs else Bootstrap()
     letters: dict[tuple[str, str], str] = {}
     shown: dict[tuple[str, str], str] = {}
     methods: dict[str, str] = {}
-    unranked = []
+    unranked, apart = [], []
     for task, name in heads.names.items():
         family = family_of(task)
         if family is not None and not family.ranked:  # as the terminal: named, never lettered
             unranked.append(f"{task} ({family.unranked})")
             continue
         logged = {r.model: r.items.get(task) for r in runs}
-        entries: dict[str, tuple[Score | None, ItemValues | None]] = {
-            m: (s, given.get(m, {}).get(task) or logged.get(m)) for (m, t), s in heads.cells.items() if t == task}
-        ranking = rank_task(entries, boot, name)
+        stimuli = {r.model: r.stimuli.get(task, "") for r in runs}
+        sets: dict[str, dict[str, tuple[Score | None, ItemValues | None]]] = {}
+        for (m, t), s in heads.cells.items():
+            if t == task:
+                sets.setdefault(stimuli.get(m, ""), {})[m] = (s, given.get(m, {}).get(task) or logged.get(m))
         d = 3 if family is None else family.decimals_of(name)
-        methods[task] = ranking.method
-        for r in ranking.ranked:
-            letters[(r.model_id, task)] = r.groups
-            shown[(r.model_id, task)] = value_interval(r.score, d)
+        how = []
+        for entries in sets.values():
+            ranking = rank_task(entries, boot, name)
+            how.append(ranking.method)
+            for r in ranking.ranked:
+                letters[(r.model_id, task)] = r.groups
+                shown[(r.model_id, task)] = value_interval(r.score, d)
+        methods[task] = "; ".join(dict.fromkeys(sorted(how, key=lambda m: not m.startswith("NOT PAIRED"))))
+        if len(sets) > 1:
+            each = "; ".join(f"set {sha[:12] or 'unrecorded'}: {', '.join(ms)}" for sha, ms in sets.items())
+            methods[task] += f"; ranked within each of its {len(sets)} stimulus sets only ({each})"
+            apart.append(f"{task} ({each})")
     unpaired = [t for t, m in methods.items() if m.startswith("NOT PAIRED")]
     note = (f"letters: rank groups (models sharing a letter are not told apart), {CORRECTION} over each "
             f"task's pairs of models: paired bootstrap over stimuli ({boot.n_boot} draws, seed {boot.seed})")
     if unpaired:
         note += (f"; NOT PAIRED for {', '.join(unpaired)} ({UNPAIRED_CORRECTION} over the models' own 95% "
                  f"intervals: its runs logged no per-stimulus values, or its score has no per-stimulus form)")
+    if apart:
+        note += (f"; models that ran a task on different stimulus sets are not ranked against each other, "
+                 f"each set ranked on its own: {'; '.join(apart)}")
     if unranked:
         note += f"; not ranked: {'; '.join(unranked)}"
     return Groups(letters, shown, note, methods, answer_fingerprint(
-        [(r.model, r.run_id, r.tags.get(RECORDS_DIGEST, "")) for r in runs]))
+        [(r.model, rid, digest) for r in runs for rid, digest in r.sources().items()]),
+        {(r.model, t): r.run_of(t) for r in runs for t in heads.names if (r.model, t) in heads.cells})
 
 
 def experiment_summary(tracking_uri: str, experiment: str, run_ids: list[str] | None = None,
                        items: dict[str, dict[str, ItemValues | None]] | None = None) -> Summary | None:
-    """The experiment's summary run after a recipe (:mod:`~harness.reports.summary`): its
-    answer's figures from the runs ``run_ids`` (else the latest per model), rank groups paired
-    as the terminal's (``items`` adds the per-stimulus values of runs that did not log them).
-    None where no task has a headline on the matrix's scale (MLAE tasks alone: their figures
-    are per run)."""
-    runs = load_runs(tracking_uri, experiment, run_ids)
-    tasks = task_order(runs)
-    runs = ordered_models(runs, tasks)
+    """The experiment's summary run after a command that changed its batteries
+    (:mod:`~harness.reports.summary`): the answer of every FINISHED battery of the experiment
+    (:func:`answers`), not only of the command's own runs ``run_ids``, whose per-stimulus values
+    ``items`` (model -> task -> values) stand in where those runs did not log them; rank groups
+    paired as the terminal's. None where no task has a headline on the matrix's scale (MLAE
+    tasks alone: their figures are per run)."""
+    found = answers(load_runs(tracking_uri, experiment))
+    # a command's values stand in only for the cells its own runs answer
+    mine = set(run_ids or ())
+    given = {r.model: {t: v for t, v in by_task.items() if r.run_of(t) in mine}
+             for r in found.models if (by_task := (items or {}).get(r.model))}
+    return _summary_of(tracking_uri, experiment, found, given)
+
+
+def _summary_of(tracking_uri: str, experiment: str, found: Answers,
+                items: dict[str, dict[str, ItemValues | None]] | None = None) -> Summary | None:
+    tasks = task_order(found.models)
+    runs = ordered_models(found.models, tasks)
     heads = headlines(runs, tasks)
     groups = rank_groups(heads, runs, items)
     figures = answer_figures(runs, heads, groups)
-    return _log_summary(tracking_uri, experiment, runs, heads, figures, groups) if figures else None
+    return (_log_summary(tracking_uri, experiment, runs, heads, figures, groups, found.history_in(runs))
+            if figures else None)
 
 
 def _log_summary(tracking_uri: str, experiment: str, runs: list[BatteryRunData], heads: Headlines,
-                 figures: dict[str, bytes], groups: Groups) -> Summary:
-    answers = {(r.model, t): answer_text(t, r.scores[t], groups.letters.get((r.model, t), ""))
-               for r in runs for t in heads.names if (r.model, t) in heads.cells}
+                 figures: dict[str, bytes], groups: Groups, history: list[dict[str, Any]]) -> Summary:
+    texts = {(r.model, t): answer_text(t, r.scores[t], groups.letters.get((r.model, t), ""))
+             for r in runs for t in heads.names if (r.model, t) in heads.cells}
     metrics = {t: f.short_name(t, name) for t, name in heads.names.items() if (f := family_of(t)) is not None}
     ceilings = {t: f"`{t}` {s.name}: ceiling {_fmt(s.ceiling)}, {s.ceiling_source or 'source not stated'}"
                 for (_, t), s in heads.cells.items() if s.ceiling is not None}
     return log_summary(tracking_uri, experiment, runs[0].experiment_id,
-                       [ModelRun(r.model, r.family, r.run_id, r.tags.get(RUN_COLOR_TAG)) for r in runs],
-                       heads.names, figures, groups, answers, metrics,
-                       [ceilings[t] for t in heads.names if t in ceilings])
+                       [ModelRun(r.model, r.family, r.run_id, r.tags.get(RUN_COLOR_TAG), r.task_runs)
+                        for r in runs],
+                       heads.names, figures, groups, texts, metrics,
+                       [ceilings[t] for t in heads.names if t in ceilings], history)
 
 
 def answer_figures(runs: list[BatteryRunData], heads: Headlines, groups: Groups) -> dict[str, bytes]:
@@ -786,11 +887,10 @@ def build_report(tracking_uri: str, experiment: str, out_dir: str | Path,
     folder mounted read-only), the experiment's summary run
     (:mod:`~harness.reports.summary`; rank groups from the logged intervals: the per-stimulus
     values of a paired bootstrap are a recipe's, :func:`experiment_summary`); returns name ->
-    path of what it wrote."""
-    runs = load_runs(tracking_uri, experiment, run_ids, recipe)
-    dup = sorted({r.model for r in runs if sum(x.model == r.model for x in runs) > 1})
-    if dup:
-        raise ReportError(f"several runs of model(s) {dup}: pass one run id per model")
+    path of what it wrote. The report shows the answer of the runs read (:func:`answers`); the
+    summary run, the experiment's answer, is drawn from all its batteries however they are narrowed."""
+    found = answers(load_runs(tracking_uri, experiment, run_ids, recipe))
+    runs = found.models
     tasks = task_order(runs)
     runs = ordered_models(runs, tasks)
     out = Path(out_dir)
@@ -848,15 +948,20 @@ def build_report(tracking_uri: str, experiment: str, out_dir: str | Path,
                                                  "is written to %s", read_only, out)
             summary_line = f"<p>No summary run in MLflow: {html.escape(read_only)}.</p>"
         else:
-            summary = _log_summary(tracking_uri, experiment, runs, heads, figs, groups)
+            summary = (_log_summary(tracking_uri, experiment, runs, heads, figs, groups, found.history_in(runs))
+                       if not run_ids and not recipe else _whole_experiment(tracking_uri, runs[0].experiment_id))
             summary_line = (f"<p>In MLflow: the experiment's "
                             f"{mlflow_link(tracking_uri, runs[0].experiment_id, summary.run_id, 'summary run')} "
                             f"(this matrix and the dissociation figure).</p>")
         index += [_img("matrix.png", figs["matrix.png"], captions["matrix.png"]), summary_line,
                   "<h2>Rank groups per task</h2>", f"<p>{html.escape(groups.note)}.</p>",
-                  _table(["task", "groups", "model", "value [95% CI]"], groups.rows())]
+                  _table(["task", "groups", "model", "value [95% CI]", "run"],
+                         [[*row, groups.runs[(row[2], row[0])][:8]] for row in groups.rows()])]
     index += [f"<p>{len(runs)} models; one scorecard per model:</p>", "<ul>" + "".join(links) + "</ul>",
-              "<h2>Tasks</h2>", _table(["task", "scored for", "unavailable"], task_rows(runs, tasks))]
+              "<h2>Tasks</h2>", _table(["task", "scored for", "unavailable"], task_rows(runs, tasks)),
+              "<h2>Runs</h2>", "<p>Each (model, task) comes from the latest finished battery that ran it, "
+              "whichever recipe that was; a battery a later one replaced is listed, superseded.</p>",
+              _table(["model", "run", "recipe", "answers", "superseded"], history_rows(found.history_in(runs)))]
     if ceilings := ceiling_rows(rows):
         index += ["<h2>Ceilings</h2>", _table(CEILING_HEAD, ceilings)]
     if humans:
@@ -877,6 +982,21 @@ def build_report(tracking_uri: str, experiment: str, out_dir: str | Path,
           _fmt(r["ceiling"], _decimals(r)), _fmt(r["task_null_rate"]), *([_bracket(r)] if bracket else [])]
          for r in rows if not r["note"]], num_from=3)]
     put("index.html", _page(f"gestalt report: {experiment}", "\n".join(index)))
-    put("runs.json", json.dumps([{"model": r.model, "family": r.family, "run_id": r.run_id,
-                                  "recipe": r.recipe} for r in runs], indent=1) + "\n")
+    put("runs.json", json.dumps(found.history_in(runs), indent=1) + "\n")
     return written
+
+
+def _whole_experiment(tracking_uri: str, experiment_id: str) -> Summary:
+    """The summary run of the experiment ``experiment_id`` from all its batteries."""
+    from mlflow import MlflowClient
+
+    name = MlflowClient(tracking_uri).get_experiment(experiment_id).name
+    summary = _summary_of(tracking_uri, name, answers(load_runs(tracking_uri, name)))
+    assert summary is not None  # its batteries hold the narrowed report's, whose matrix is drawn
+    return summary
+
+
+def history_rows(history: list[dict[str, Any]]) -> list[list[str]]:
+    """[model, run, recipe, tasks it answers, tasks a later run answers (by which)] per battery."""
+    return [[h["model"], h["run_id"], h["recipe"], ", ".join(h["answers"]) or "-",
+             "; ".join(f"{t} (by {rid[:8]})" for t, rid in h["superseded"].items())] for h in history]

@@ -5,6 +5,9 @@ one per experiment, reused) holds the paper's matrix (models x tasks, each task'
 its interval, colour = position between floor and ceiling, rank groups as letters) and its
 dissociation figure (silhouette accuracy against error consistency) as artifacts, shown on the
 run's own page through its description, with ``rank_groups.json`` and ``runs.json`` beside them.
+It answers the whole experiment: each (model, task) from the latest finished battery that ran it,
+whichever recipe that was; ``rank_groups.json`` names each cell's run, ``runs.json`` lists every
+battery with its recipe, the tasks it answers and those a later battery answers (superseded).
 Home -> experiment -> the summary run: two clicks.
 
 Each model's run also carries the answer as one tag per task (key: the task id; value: headline,
@@ -43,8 +46,9 @@ class ModelRun:
 
     model: str
     family: str
-    run_id: str
+    run_id: str  # its newest battery
     color: str | None  # its mlflow.runColor tag now
+    task_runs: dict[str, str]  # task -> the battery answering it
 
 
 def answer_text(task: str, scores: list[Score], groups: str) -> str:
@@ -101,6 +105,7 @@ class Groups:
     note: str
     methods: dict[str, str]  # task -> how its groups were formed
     fingerprint: str
+    runs: dict[tuple[str, str], str]  # (model, task) -> the battery run its cell comes from
 
     def rows(self) -> list[list[str]]:
         """[task, letters, model, value [95% CI]] per ranked cell, each task's best first."""
@@ -115,7 +120,9 @@ def summary_markdown(run_id: str, experiment: str, runs: list[ModelRun], figures
     lines = [f"![{name}](get-artifact?path={name}&run_uuid={run_id})" for name in figures[:1]]
     lines += ["", f"**Answer of experiment `{experiment}`**: per task, each model's headline score with its "
               f"95% interval, coloured by its position between the task's floor and human ceiling; "
-              f"{groups_note}.", "",
+              f"{groups_note}. Each (model, task) comes from the latest finished battery that ran it, "
+              f"whichever recipe that was: `rank_groups.json` names each cell's run, `runs.json` every "
+              f"battery of the experiment, those a later one replaced marked superseded.", "",
               f"{len(runs)} models: " + ", ".join(f"`{r.model}` ({r.family})" for r in runs), ""]
     if ceilings:
         lines += ["Each task's ceiling, what it is and its source:", "", *(f"- {c}" for c in ceilings), ""]
@@ -126,13 +133,14 @@ def summary_markdown(run_id: str, experiment: str, runs: list[ModelRun], figures
 def log_summary(tracking_uri: str, experiment: str, experiment_id: str, runs: list[ModelRun],
                 headline: dict[str, str], figures: dict[str, bytes], groups: Groups,
                 answers: dict[tuple[str, str], str], metrics: dict[str, str],
-                ceilings: list[str]) -> Summary:
+                ceilings: list[str], history: list[dict]) -> Summary:
     """Write the experiment's summary run (made on first use, updated after), colour the model
     runs (in the order given) and tag each with its answer per task (``answers``: (model, task)
     -> :func:`answer_text`) shown in the runs table beside the headline metric (``metrics``: task
     -> its metric's name); ``headline``: task -> its headline score's name; ``figures`` are the
     report's (name -> PNG), of which the matrix and the dissociation figure are logged;
-    ``ceilings``: a line per task on its headline's ceiling, for the description."""
+    ``ceilings``: a line per task on its headline's ceiling, for the description; ``history``:
+    every battery read, as ``runs.json`` lists it."""
     from mlflow import MlflowClient
     from mlflow.entities import RunTag
 
@@ -152,11 +160,10 @@ def log_summary(tracking_uri: str, experiment: str, experiment_id: str, runs: li
                     (Path(tmp) / as_name).write_bytes(figures[name])
             (Path(tmp) / "rank_groups.json").write_text(json.dumps(
                 {"method": groups.note, "methods": groups.methods,
-                 "groups": [{"model": m, "task": t, "groups": g, "shown": groups.shown[(m, t)]}
-                            for (m, t), g in groups.letters.items()],
+                 "groups": [{"model": m, "task": t, "groups": g, "shown": groups.shown[(m, t)],
+                             "run_id": groups.runs[(m, t)]} for (m, t), g in groups.letters.items()],
                  "headline": headline, "fingerprint": groups.fingerprint}, indent=1) + "\n")
-            (Path(tmp) / "runs.json").write_text(json.dumps(
-                [{"model": r.model, "family": r.family, "run_id": r.run_id} for r in runs], indent=1) + "\n")
+            (Path(tmp) / "runs.json").write_text(json.dumps(history, indent=1) + "\n")
             client.log_artifacts(run_id, tmp)
         note = summary_markdown(run_id, experiment, runs, logged, groups.note, ceilings)
         client.log_batch(run_id, tags=[RunTag(NOTE_TAG, note),
@@ -167,11 +174,14 @@ def log_summary(tracking_uri: str, experiment: str, experiment_id: str, runs: li
         raise
     client.set_terminated(run_id, "FINISHED")
     for i, r in enumerate(runs):
-        tags = {task: text for (model, task), text in answers.items() if model == r.model}
         color = MODEL_COLORS[i % len(MODEL_COLORS)]
-        if r.color != color:
-            tags[RUN_COLOR_TAG] = color
-        client.log_batch(r.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+        # each answer on the battery it comes from; every battery of the model in its colour
+        for rid in dict.fromkeys([r.run_id, *r.task_runs.values()]):
+            tags = {task: text for (model, task), text in answers.items()
+                    if model == r.model and r.task_runs.get(task, r.run_id) == rid}
+            if rid != r.run_id or r.color != color:
+                tags[RUN_COLOR_TAG] = color
+            client.log_batch(rid, tags=[RunTag(k, v) for k, v in tags.items()])
     view = answer_columns(metrics, answers)
 
     def lead_with_answers(state: dict) -> bool:
