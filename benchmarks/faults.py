@@ -8,8 +8,8 @@ one way, and counts what a rerun left wrong:
 - ``duplicated``: trials recorded twice, or asked of the model twice;
 - ``tracebacks``: Python tracebacks printed, where one line was promised;
 - ``silent_changes``: results that differ from what was run, with nothing said: scores other than
-  an uninterrupted run's, records re-scored without a word, an original folder changed by a rerun
-  in its copy, a wrong option accepted;
+  an uninterrupted run's, records re-scored or asked again without a word, an original folder
+  changed by a rerun in its copy, a wrong option or a misplaced key accepted;
 - ``unexpected``: tries whose exit status, message or runs were not the ones promised.
 
 One row per scenario goes to ``benchmarks/results/faults.csv``; docs/reliability.md shows what
@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -151,11 +151,29 @@ def kill_store_creation(tries: int, rng: random.Random, tmp: Path) -> Tally:
     return t
 
 
+def _reference_scores(tmp: Path, url: str, models: tuple[str, ...] = ("fake-api",)) -> dict[str, str]:
+    """Model -> the scores of an uninterrupted run of the battery, answered by ``url``."""
+    folder = _fresh(tmp, "reference")
+    done = life.gestalt(life.api_recipe(folder, url, models=models))
+    if done.returncode != 0:
+        raise SystemExit(f"faults.py: the uninterrupted run failed:\n{done.stderr[-2000:]}")
+    return {m: _scores(folder, life.battery_runs(folder, m)[0].info.run_id) for m in models}
+
+
+def _changed_scores(folder: Path, expected: dict[str, str]) -> int:
+    """How many of the models' finished battery runs in ``folder`` logged other scores than ``expected``."""
+    return sum(_scores(folder, r.info.run_id) != expected[m]
+               for m in expected for r in life.battery_runs(folder, m) if r.info.status == "FINISHED")
+
+
 def two_processes(tries: int, rng: random.Random, tmp: Path) -> Tally:
     """Two ``gestalt recipe`` processes started together on one fresh folder, two batteries:
-    each trial asked of the model and recorded once, one FINISHED run per battery."""
+    each trial asked of the model and recorded once, one FINISHED run per battery, scores an
+    uninterrupted run's."""
     models = ("fake-api", "fake-api-2")
     t = Tally()
+    with FakeVendorServer(key=life.KEY, answer=life.answer) as server:
+        expected = _reference_scores(tmp, server.url, models)
     for k in range(tries):
         folder = _fresh(tmp, f"pair{k}")
         with FakeVendorServer(key=life.KEY, answer=life.answer, delay_s=0.01) as server:
@@ -172,6 +190,7 @@ def two_processes(tries: int, rng: random.Random, tmp: Path) -> Tally:
         t.duplicated += max(0, requests - life.TRIALS * len(models))
         statuses = sorted(r.info.status for r in life.runs(folder))
         t.expect([p.returncode for p in procs] == [0, 0] and statuses == ["FINISHED"] * len(models))
+        t.silent_changes += _changed_scores(folder, expected)
     return t
 
 
@@ -258,8 +277,9 @@ def records_rewritten(tries: int, rng: random.Random, tmp: Path) -> Tally:
 
 
 def copy_rerun(tries: int, rng: random.Random, tmp: Path) -> Tally:
-    """``cp -a A B``, records removed from B, a rerun in B: B gets its trials back, A stays
-    byte-identical (its files' bytes and modification times)."""
+    """``cp -a A B``, records removed from B, a rerun in B: refused in one line naming what is
+    missing (exit 2), the records left as they were; then with ``--rescore`` B gets its trials
+    back. A stays byte-identical (its files' bytes and modification times) throughout."""
     t = Tally()
     a = _finished_folder(tmp)
     expected = len(_decisions(a))
@@ -268,12 +288,17 @@ def copy_rerun(tries: int, rng: random.Random, tmp: Path) -> Tally:
         b = tmp / f"copy{k}"
         subprocess.run(["cp", "-a", str(a), str(b)], check=True)
         drop_records(b, keep=rng.randrange(0, 40))
-        rerun = run(b, tmp / "cache")
+        dropped = (b / RECORDS).read_bytes()
+        refused = run(b, tmp / "cache")
+        # a rerun that asks the gone trials again scores other answers of a model that samples
+        asked_again = refused.returncode == 0 or (b / RECORDS).read_bytes() != dropped
+        rescored = run(b, tmp / "cache", "--rescore")
         t.tries += 1
-        t.exits(rerun)
+        t.exits(refused, rescored)
         t.trials(_decisions(b), expected)
-        t.silent_changes += hashes(a) != before
-        t.expect(rerun.returncode == 0)
+        t.silent_changes += asked_again + (hashes(a) != before)
+        named = [x for x in refused.stderr.splitlines() if "missing" in x and "--rescore" in x]
+        t.expect(refused.returncode == 2 and len(named) == 1 and rescored.returncode == 0)
     return t
 
 
@@ -285,10 +310,12 @@ def _tmpfs(mount: Path, size: str) -> bool:
 
 def full_disk(tries: int, rng: random.Random, tmp: Path) -> Tally:
     """The whole result folder on a 1.4, 1.1 or 0.8 MB tmpfs (by turns): one line naming the
-    folder, exit 1; the rerun once there is room finishes with every trial once. Without the
-    privilege to mount, the record writes fail as a full disk fails them (ENOSPC), in-process."""
+    folder, exit 1; the rerun once there is room finishes with every trial once and an
+    uninterrupted run's scores. Without the privilege to mount, the record writes fail as a full
+    disk fails them (ENOSPC), in-process."""
     t = Tally()
     with FakeVendorServer(key=life.KEY, answer=life.answer) as server:
+        expected = _reference_scores(tmp, server.url)
         for k in range(tries):
             mount = tmp / f"disk{k}"
             size = ("1400k", "1100k", "800k")[k % 3]
@@ -306,6 +333,7 @@ def full_disk(tries: int, rng: random.Random, tmp: Path) -> Tally:
                     lines = [x for x in first.stderr.splitlines() if x.startswith("gestalt")]
                     t.expect(first.returncode == 1 and len(lines) == 1 and rerun.returncode == 0
                              and lines[0].startswith(f"gestalt: error: no space left on {mount}"))
+                    t.silent_changes += _changed_scores(mount, expected)
                 finally:
                     subprocess.run(["umount", "-l", str(mount)], check=True)
             else:
@@ -316,6 +344,7 @@ def full_disk(tries: int, rng: random.Random, tmp: Path) -> Tally:
                 t.trials(_ids(mount))
                 t.expect(code == 1 and len(err.strip().splitlines()) == 1 and "no space left on" in err
                          and again == 0)
+                t.silent_changes += _changed_scores(mount, expected)
             t.tries += 1
     return t
 
@@ -331,7 +360,7 @@ def _simulated_full_disk(folder: Path, url: str) -> tuple[int, str, int]:
     (first exit status, its stderr, the rerun's exit status)"""
     from harness.trials.records import RecordStore
 
-    path = life.api_recipe(folder, url, tracking=False)
+    path = life.api_recipe(folder, url)
     append, calls = RecordStore.append, []
 
     def fills(self, records):
@@ -350,10 +379,38 @@ def mutated_recipes(tries: int, rng: random.Random, tmp: Path) -> Tally:
     """Seeded mutations of the shipped recipes and a small one (text: a deleted, repeated or
     swapped line, a stray token, a typo in a key, a byte changed, a cut; tree: a wrong value, a
     misspelt or missing key): each loads, or is refused in one line naming the file; never a
-    traceback."""
-    return _load_each(tmp, ((mutator.text_mutation(base, rng) if rng.random() < 0.6
-                             else mutator.tree_mutation(base, rng), None)
-                            for base in (rng.choice(_seeds()) for _ in range(tries * MUTATIONS_PER_TRY))))
+    traceback. One that loads is planned as ``gestalt recipe --dry-run`` plans it, which ends 0
+    or names what stops it in one ``gestalt:`` line, so a mutation the loader lets through and a
+    later step trips on shows. One that puts a key where the recipe has none (a typo, a line
+    moved to another section) must be refused: loaded, it is a silent change. Its one line may
+    name another of the mutation's faults first (the misspelt key's missing original)."""
+    cases = []
+    for base in (rng.choice(_seeds()) for _ in range(tries * MUTATIONS_PER_TRY)):
+        data = mutator.text_mutation(base, rng) if rng.random() < 0.6 else mutator.tree_mutation(base, rng)
+        cases.append((data, _new_key(base, data)))
+    return _load_each(tmp, cases, names_key=False, dry_run=True)
+
+
+def _new_key(base: str, data: bytes) -> str | None:
+    """The dotted place of the first key ``data`` holds in a mapping of ``base`` that ``base``
+    has not; None where there is none or ``data`` is no YAML at all."""
+    try:
+        tree = yaml.safe_load(data)
+    except (yaml.YAMLError, ValueError, RecursionError):  # a refusal the loader words itself
+        return None
+    return next(_new_keys(yaml.safe_load(base), tree, ()), None)
+
+
+def _new_keys(base, tree, at: tuple) -> Iterator[str]:
+    if isinstance(base, dict) and isinstance(tree, dict):
+        for k, v in tree.items():
+            if k in base:
+                yield from _new_keys(base[k], v, (*at, k))
+            else:
+                yield ".".join(map(str, (*at, k)))
+    elif isinstance(base, list) and isinstance(tree, list):
+        for i, (b, v) in enumerate(zip(base, tree)):
+            yield from _new_keys(b, v, (*at, i))
 
 
 def mutated_options(tries: int, rng: random.Random, tmp: Path) -> Tally:
@@ -375,9 +432,11 @@ def _seeds() -> list[str]:
     return [mutator.SMALL] + [p.read_text() for p in sorted((REPO / "recipes").glob("*.yaml"))]
 
 
-def _load_each(tmp: Path, cases) -> Tally:
+def _load_each(tmp: Path, cases, names_key: bool = True, dry_run: bool = False) -> Tally:
     """Load each (recipe bytes, key it must be refused on or None): a refusal is exit 2, a
-    recipe that loads exit 0, anything else a traceback."""
+    recipe that loads exit 0, anything else a traceback. With ``names_key`` the refusal's one
+    line names the file's line and the key, else the file. With ``dry_run`` each recipe that
+    loads is then dry-run in this process (its exit status counted instead)."""
     from harness.errors import GestaltError
     from harness.recipes import load_recipe
 
@@ -388,12 +447,19 @@ def _load_each(tmp: Path, cases) -> Tally:
         t.tries += 1
         try:
             load_recipe(path)
-            t.exit_codes.add(0)
             t.silent_changes += key is not None
+            if dry_run:
+                code, _, err = life.cli(path, "--dry-run")
+                t.exit_codes.add(code)
+                t.tracebacks += err.count("Traceback")
+                t.expect(code == 0 or any(x.startswith("gestalt: ") for x in err.splitlines()))
+            else:
+                t.exit_codes.add(0)
         except GestaltError as e:
             t.exit_codes.add(2)
             message = str(e)
-            named = message.startswith(f"{path}:" if key else str(path)) and (key is None or f": {key}" in message)
+            named = (message.startswith(f"{path}:") and f": {key}" in message if key and names_key
+                     else message.startswith(str(path)))
             t.expect("\n" not in message and named)
         except Exception:  # noqa: BLE001 - the defect this scenario counts
             t.tracebacks += 1
@@ -408,9 +474,10 @@ SCENARIOS: dict[str, tuple[str, Callable[[int, random.Random, Path], Tally]]] = 
     "tracking-restart": ("the tracking server lost mid-run, back on its address 3 s later", tracking_restart),
     "records-rewritten": ("10 records rewritten with other answers and fresh checksums, then a rerun",
                           records_rewritten),
-    "copy-rerun": ("`cp -a A B`, records removed from B, a rerun in B; A must stay byte-identical", copy_rerun),
+    "copy-rerun": ("`cp -a A B`, records removed from B, a rerun in B refused, then one with --rescore; "
+                   "A must stay byte-identical", copy_rerun),
     "full-disk": ("the result folder on a 1.4/1.1/0.8 MB disk, then a rerun with room", full_disk),
-    "mutated-recipes": (f"mutated recipes, {MUTATIONS_PER_TRY} per try", mutated_recipes),
+    "mutated-recipes": (f"mutated recipes, {MUTATIONS_PER_TRY} per try, each that loads dry-run", mutated_recipes),
     "mutated-options": ("every shipped option set to a wrong type or value", mutated_options),
 }
 

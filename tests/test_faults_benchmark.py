@@ -1,11 +1,19 @@
 """benchmarks/faults.py: its counting, one scenario run through its own code path, and the table
 docs/reliability.md shows, which must be what the data file gives."""
 
-from benchmarks.faults import SCENARIOS, Tally, _ids, _load_each, _simulated_full_disk, main, read, table
+import itertools
+import random
+
+import pytest
+
+from benchmarks import faults
+from benchmarks.faults import (SCENARIOS, Tally, _ids, _load_each, _simulated_full_disk, copy_rerun, full_disk, main,
+                               mutated_recipes, read, table, two_processes)
 from tests import lifecycle as life
 from tests.conftest import REPO
 from tests.fake_vendor_server import FakeVendorServer
 from tests.reliability.test_recipe_mutator import SMALL
+from tests.test_result_folder import run
 
 
 def test_the_docs_show_what_the_data_file_gives():
@@ -46,3 +54,51 @@ def test_the_simulated_full_disk_is_one_line_then_a_rerun_finishes(tmp_path):
         code, err, again = _simulated_full_disk(tmp_path, server.url)
     assert code == 1 and len(err.strip().splitlines()) == 1 and "no space left on" in err, err
     assert again == 0 and sorted(_ids(tmp_path)) == sorted(set(_ids(tmp_path))) and len(_ids(tmp_path)) == life.TRIALS
+
+
+def _answers_change_after(calls: int):
+    """The fake model's answer from its ``calls``-th request on: another animal than it named
+    for the uninterrupted run each scenario makes first, so a faulted run's scores differ."""
+    asked, answer = itertools.count(), life.answer
+    return lambda prompt: answer(prompt) if next(asked) < calls else "It is a knife."
+
+
+@pytest.mark.parametrize("scenario,models", [(two_processes, 2), (full_disk, 1)])
+def test_scores_other_than_an_uninterrupted_runs_are_silent_changes(tmp_path, monkeypatch, scenario, models):
+    monkeypatch.setattr(life, "answer", _answers_change_after(life.TRIALS * models))
+    t = scenario(1, random.Random(0), tmp_path)
+    assert t.silent_changes == models, t
+
+
+def test_deleted_records_are_refused_and_asked_again_only_with_rescore(tmp_path):
+    t = copy_rerun(1, random.Random(0), tmp_path)
+    assert (t.tries, t.lost, t.duplicated, t.tracebacks, t.silent_changes, t.unexpected) == (1, 0, 0, 0, 0, 0), t
+    assert t.exit_codes == {0, 2}
+
+
+def test_deleted_records_asked_again_without_a_word_are_a_silent_change(tmp_path, monkeypatch):
+    # the harness as it was: every rerun re-asks the records gone, as --rescore does
+    monkeypatch.setattr(faults, "run", lambda folder, cache, *args: run(folder, cache, "--rescore"))
+    t = copy_rerun(1, random.Random(0), tmp_path)
+    assert t.silent_changes == 1 and t.unexpected == 1, t
+
+
+def test_a_mutation_that_puts_a_key_where_none_belongs_is_refused_naming_it(tmp_path):
+    t = mutated_recipes(1, random.Random(0), tmp_path)
+    assert (t.tracebacks, t.silent_changes, t.unexpected) == (0, 0, 0), t
+
+
+def test_a_misplaced_key_that_loads_is_a_silent_change(tmp_path, monkeypatch):
+    # a loader that takes any recipe, whatever keys it holds
+    monkeypatch.setattr("harness.recipes.load_recipe", lambda path: None)
+    t = mutated_recipes(1, random.Random(0), tmp_path)
+    assert t.silent_changes > 0, t
+
+
+def test_a_mutation_that_loads_and_breaks_the_dry_run_is_counted(tmp_path, monkeypatch):
+    def breaks(*args, **kwargs):
+        raise KeyError("a mutation the loader let through")
+
+    monkeypatch.setattr("harness.run.describe_plan", breaks)
+    t = mutated_recipes(1, random.Random(0), tmp_path)
+    assert t.tracebacks > 0, t
