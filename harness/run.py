@@ -110,6 +110,7 @@ class BatteryResult:
     run_id: str
     scores: dict[str, list[Score]] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)
+    unscored: dict[str, str] = field(default_factory=dict)  # task -> why it has trials but no scores
     # task -> its primary score per stimulus (the rank groups' paired bootstrap); None where the
     # family has no per-stimulus form of it
     items: dict[str, ItemValues | None] = field(default_factory=dict)
@@ -509,7 +510,8 @@ def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, St
                 answered = [r for r in store.read() if keys.get(r["trial_id"]) == r.get("cache_key")] \
                     if store.path.exists() else []
                 jobs.append(Job(len(keys) - cached, s.test[0].image.size, s.prompt.text if s.prompt else "",
-                                answer_budget, expected_output_tokens(answered, [x.ground_truth for x in s.test])))
+                                answer_budget, expected_output_tokens(answered, [x.ground_truth for x in s.test],
+                                                                      api.expected_thinking(answer_budget))))
             extractor = api_extractor(p.readouts[task.task_id])
             if extractor is not None and s.test:  # one text-only call per trial, the answer in its prompt
                 from .readouts.extract import EXTRACTOR_SETTINGS, extraction_prompt
@@ -520,7 +522,8 @@ def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, St
                 settings = options.get("extractor_settings") or EXTRACTOR_SETTINGS
                 budget = int(extractor.options.get("max_tokens") or settings.get("max_new_tokens", 40))
                 extracting.setdefault(extractor.spec.id, (extractor, []))[1].append(
-                    Job(len(keys) - cached, None, prompt, budget, expected_output_tokens([], [s.test[0].ground_truth])))
+                    Job(len(keys) - cached, None, prompt, budget,
+                        expected_output_tokens([], [s.test[0].ground_truth], extractor.expected_thinking(budget))))
         if api is not None and jobs:
             if api.options.get("batch"):
                 lines.append(f"  batch mode: each task's pending calls go to the {api.provider} batch "
@@ -532,6 +535,8 @@ def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, St
             lines.append(estimate_line(extractor.provider, extractor.capability_model, ex_jobs))
     lines.append(f"total generate/API calls if nothing is cached: {total_calls}")
     lines.append(f"total trials cached {total_cached}, to run {total_pending}")
+    if recipe.budget_usd is not None:  # what a run would start from, read from the same records
+        lines.append(Budget(recipe.budget_usd, spent_so_far(recipe, planned, stimsets)).line())
     return "\n".join(lines)
 
 
@@ -901,6 +906,9 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
             assert charge is not None
             stopped = str(e)
             result.new_trials += sum(dist.gather([charge.records]))
+            trials = len(stimset.test) * p.readouts[task.task_id].n_reps
+            result.unscored[task.task_id] = (f"not scored: {len(store.read())} of {trials} trials, "
+                                             f"stopped by budget_usd")
             break
         clock = _lap(result.seconds[task.task_id], "trials", clock)
         result.new_trials += tr.new_trials
@@ -1010,6 +1018,8 @@ def summary_table(results: list[BatteryResult]) -> str:
                              number(s.ceiling, d), f"{s.nulls}/{s.n + s.nulls}"))
         for task_id in r.unavailable:
             rows.append((r.model_id, task_id, "unavailable", "", "", "", ""))
+        for task_id, why in r.unscored.items():
+            rows.append((r.model_id, task_id, why, "", "", "", ""))
     header = ("model", "task", "score", "value [95% CI]", "floor", "ceiling", "nulls")
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
 

@@ -28,7 +28,8 @@ out-of-money error (:data:`OUT_OF_MONEY`: Anthropic's credit 400, OpenAI's ``ins
 Usage: by default a request bills its prompt's words + 100 input tokens. ``billing="documented"``
 bills as the vendors document instead (:func:`documented_input_tokens`): the image by the rule of
 the model's family, the text at four characters a token, plus the few tokens of the message
-wrapping that every vendor adds.
+wrapping that every vendor adds. ``billed`` lists the (input, output) tokens of every answer the
+fake produced, also one the client stopped waiting for (``Sleep``): a vendor bills the work it did.
 
 The model endpoints that preflight asks (no generation, no scripted action used): OpenAI and
 compatible ``GET .../models/<model>`` and ``GET .../models``, Anthropic ``GET /v1/models/<model>``,
@@ -303,6 +304,7 @@ class FakeVendorServer:
         self.actions: deque = deque()
         self.requests: list[Recorded] = []
         self.refused = 0  # generation requests answered 401 for their key
+        self.billed: list[tuple[int, int]] = []  # (input, output) tokens of each answer made, read or not
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -458,6 +460,8 @@ class FakeVendorServer:
         n_in = (documented_input_tokens(vendor, model, image, prompt) if self.billing == "documented" else
                 len((prompt or "").split()) + 100)
         n_out = len(text.split())
+        with self._lock:
+            self.billed.append((n_in, n_out))
         self._send(h, 200, VENDORS[vendor][1](model, text, n_in, n_out))
 
     def _send(self, h, code: int, payload: dict, headers: dict | None = None) -> None:

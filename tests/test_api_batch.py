@@ -270,3 +270,32 @@ def test_gemini_inline_batches_are_split_under_the_20_mb_cap_and_resumed_togethe
     big = answers[-1]
     assert big.text is None and trials[-1] in big.error and "20 MB" in big.error
     assert not failed_call(api_error_status(big.error))  # the same request is refused again: final
+
+
+def test_a_batch_submits_no_more_than_the_budget_left_allows(tmp_path, monkeypatch):
+    """Each request of a batch may bill its input and its whole output budget: the batch holds only
+    as many as the budget left covers at that bound; the rest wait for a rerun with more budget."""
+    from harness.exit_status import Exit
+    from harness.models.api_costs import cost_usd, price_of
+    from tests.test_api_budget import call_bound
+
+    monkeypatch.setenv(life.ENV_KEY, life.KEY)  # the bound is read from the preflight's adapter
+    with FakeBatchServer(key=life.KEY, answer=life.answer) as server:
+        path = batch_recipe(tmp_path, server.url, "openai")
+        recipe = yaml.safe_load(path.read_text())
+        path.write_text(yaml.safe_dump({**recipe, "budget_usd": 0.02}, sort_keys=False))
+        code, out, err = life.cli(path)
+        assert code == Exit.NEEDS_CHANGE, err[-2000:]  # stopped by the budget: raise it to go on
+        ((_, _, sent),) = server.submissions
+        bound = call_bound(path)  # at the batch prices
+        assert sent * bound <= 0.02 < (sent + 1) * bound and sent < life.TRIALS
+        assert f"{life.TRIALS - sent} of {life.TRIALS} batch requests not sent" in err
+        records = life.record_lines(tmp_path)
+        assert len(records) == sent and {r["parse_status"] for r in records} == {"ok"}
+        billed = sum(cost_usd(price_of("openai", "gpt-4o-2024-08-06"), r["usage"]) for r in records)
+        assert billed <= 0.02 and f"spent ${billed:.4f} of $0.02" in out + err
+
+        path.write_text(yaml.safe_dump({**recipe, "budget_usd": 1}, sort_keys=False))
+        code, out, err = life.cli(path)
+        assert code == 0, err[-2000:]
+        assert server.submissions[-1][2] == life.TRIALS - sent and len(life.record_lines(tmp_path)) == life.TRIALS

@@ -64,7 +64,9 @@ in any representation (:func:`scrub_secret`) before it is stored or logged.
 ``latency_s`` is the wall time of the attempt that succeeded; ``usage`` is normalised across vendors
 to ``input_tokens`` (cached included), ``cached_tokens``, ``output_tokens`` (the answer, thinking
 excluded), ``thinking_tokens`` (where the vendor reports it: OpenAI, Gemini, Anthropic's
-``output_tokens_details``) and ``total_tokens``.
+``output_tokens_details``) and ``total_tokens``; attempts that reached the vendor but brought back
+no usage (a read timeout, a cut response or stream, an unreadable 200) add their bound
+(:func:`harness.models.api_costs.unreported_usage`), since the vendor may have billed them.
 The vendors' reasoning fields are kept in ``Generation.extras['reasoning']``, never in the answer.
 Requests in flight per model (:mod:`harness.models.api_concurrency`): ``options.concurrency`` (4)
 at the start, grown while the vendor answers up to ``options.max_concurrency`` (32 when neither is
@@ -99,7 +101,7 @@ from ..version import __version__
 from ..stimuli.base import png_bytes
 from .api_capabilities import MIN_OUTPUT_WHEN_THINKING, Family, family_of
 from .api_concurrency import AdaptiveConcurrency, RateLimits, rate_limits
-from .api_costs import estimate_input_tokens
+from .api_costs import estimate_input_tokens, unreported_usage
 from .base import Generation, ModelAdapter, ModelError, ModelOptions, ModelSpec, NotReady
 
 log = logging.getLogger(__name__)
@@ -244,6 +246,9 @@ def anthropic_streamed_message(events: Iterable[dict[str, Any]]) -> dict[str, An
             return message
     return None
 RETRY_STATUS = {408, 409, 429}  # and every 5xx
+# Transport failures before the request reached the vendor: nothing it could bill. Every other
+# timeout or dropped connection came after the request was sent, and the vendor may bill its answer.
+NOT_SENT = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout)
 REFUSED_KEY = {"http_401", "http_403", "auth"}  # the vendor refused the key (Gemini: a 400 naming it)
 # Consecutive refused-key answers after which a model sends nothing more: the key is dead, and
 # every further call would fail the same way (each such trial is a failed call a rerun sends again).
@@ -353,9 +358,12 @@ NEUTRAL = 1.0  # temperature and top_p that leave the model's distribution as it
 
 
 class _Retryable(Exception):
-    def __init__(self, code: str, detail: str = "", retry_after: float | None = None):
+    """A failed attempt to retry; ``billed``: it reached the vendor, which may have answered and
+    billed it though no usage came back (a read timeout, a cut response or stream, an unreadable 200)."""
+
+    def __init__(self, code: str, detail: str = "", retry_after: float | None = None, billed: bool = False):
         super().__init__(code)
-        self.code, self.detail, self.retry_after = code, detail, retry_after
+        self.code, self.detail, self.retry_after, self.billed = code, detail, retry_after, billed
 
 
 class _Terminal(Exception):
@@ -600,6 +608,18 @@ class APIModel(ModelAdapter):
                                + (" or turn thinking off" if family.thinking_can_be_off else ""))
         return thinking, thinks
 
+    def expected_thinking(self, max_tokens: int) -> int:
+        """The thinking tokens a call with this output budget is expected to bill before a recorded
+        call says how many (the dry run's expected cost): none where the request does not think, else
+        its thinking budget where one is set, else its whole output budget: the vendors document no
+        typical amount for thinking on by default, and gemini-2.5-flash and gpt-5-nano were measured
+        billing five times and more what their answers' length suggests."""
+        thinking, thinks = self._thinking(self.family[0], max_tokens)
+        if not thinks:
+            return 0
+        budget = thinking.get("budget")
+        return budget if isinstance(budget, int) and budget > 0 else max_tokens
+
     def plan(self, settings: dict[str, Any]) -> RequestPlan:
         """The request's parameters for these readout settings, by the capability table.
 
@@ -840,18 +860,21 @@ class APIModel(ModelAdapter):
             resp = self._client().request(method, url, content=content, headers=headers)
             if observe is not None:
                 observe(rate_limits(resp.headers))
-        except httpx2.TimeoutException:
-            raise _Retryable("timeout", f"no response within {self.options['timeout_s']} s") from None
+        except httpx2.TimeoutException as e:
+            raise _Retryable("timeout", f"no response within {self.options['timeout_s']} s",
+                             billed=not isinstance(e, NOT_SENT)) from None
         except httpx2.TransportError as e:  # refused, reset or dropped mid-response
-            raise _Retryable("connection", self._scrub(f"{type(e).__name__}: {e}")) from None
+            raise _Retryable("connection", self._scrub(f"{type(e).__name__}: {e}"),
+                             billed=not isinstance(e, NOT_SENT)) from None
         if resp.status_code >= 400:
             self._raise_status(resp)
         try:
             payload = json.loads(resp.content)
         except (json.JSONDecodeError, UnicodeDecodeError):
-            raise _Retryable("malformed_json", self._scrub(resp.content.decode("utf-8", "replace"))) from None
+            raise _Retryable("malformed_json", self._scrub(resp.content.decode("utf-8", "replace")),
+                             billed=True) from None
         if not isinstance(payload, dict):
-            raise _Retryable("malformed_json", f"top-level {type(payload).__name__}")
+            raise _Retryable("malformed_json", f"top-level {type(payload).__name__}", billed=True)
         return payload
 
     def _streamed(self, lines: Iterable[str]) -> dict[str, Any]:
@@ -864,7 +887,7 @@ class APIModel(ModelAdapter):
             try:
                 body = json.loads(data)
             except json.JSONDecodeError:
-                raise _Retryable("malformed_json", self._scrub(data)) from None
+                raise _Retryable("malformed_json", self._scrub(data), billed=True) from None
             if event == "error":
                 detail = self._scrub(data)
                 if (money := refused_for_money(self.provider, body)) is not None:
@@ -878,9 +901,9 @@ class APIModel(ModelAdapter):
         try:
             message = anthropic_streamed_message(events)
         except (KeyError, IndexError, TypeError, AttributeError) as e:
-            raise _Retryable("malformed_json", f"unexpected event ({type(e).__name__}: {e})") from None
+            raise _Retryable("malformed_json", f"unexpected event ({type(e).__name__}: {e})", billed=True) from None
         if message is None:
-            raise _Retryable("connection", "the event stream ended before message_stop")
+            raise _Retryable("connection", "the event stream ended before message_stop", billed=True)
         return message
 
     def _raise_status(self, resp: httpx2.Response) -> None:
@@ -975,9 +998,10 @@ class APIModel(ModelAdapter):
                 elif finish in GOOGLE_SAFETY:
                     cut = f"safety: finishReason {finish}"
         except (KeyError, IndexError, TypeError, AttributeError) as e:
-            raise _Retryable("malformed_json", f"unexpected response shape ({type(e).__name__}: {e})") from None
+            raise _Retryable("malformed_json", f"unexpected response shape ({type(e).__name__}: {e})",
+                             billed=True) from None
         if not isinstance(text, str) or not isinstance(reasoning, str):
-            raise _Retryable("malformed_json", f"answer text is a {type(text).__name__}")
+            raise _Retryable("malformed_json", f"answer text is a {type(text).__name__}", billed=True)
         return text, {k: int(v) for k, v in usage.items() if isinstance(v, (int, float))}, cut, reasoning
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
@@ -1016,9 +1040,19 @@ class APIModel(ModelAdapter):
             return Generation(text=None, settings_dropped=plan.dropped,
                               error=f"{self._refused[-1]}: not sent: the key was refused {len(self._refused)} "
                                     f"times in a row")
+        tokens_in = estimate_input_tokens(self.provider, self.capability_model, image.size if image else None,
+                                          prompt)
+        billed: list[_Retryable] = []  # attempts the vendor may have billed without reporting usage
+        gen = self._attempts(url, headers, body, plan, tokens_in, billed)
+        if billed:
+            gen.usage.update(unreported_usage(len(billed), tokens_in, plan.max_tokens))
+        return gen
+
+    def _attempts(self, url: str, headers: dict[str, str], body: dict[str, Any], plan: RequestPlan,
+                  tokens_in: int, billed: list[_Retryable]) -> Generation:
+        """The call with its retries; each failed attempt the vendor may have billed goes to ``billed``."""
         # what a tokens-per-minute limit counts: the input, and the output budget (OpenAI counts it)
-        tokens = estimate_input_tokens(self.provider, self.capability_model, image.size if image else None,
-                                       prompt) + plan.max_tokens
+        tokens = tokens_in + plan.max_tokens
         stream = self.streams(plan)
         if stream:
             body = {**body, "stream": True}
@@ -1041,6 +1075,8 @@ class APIModel(ModelAdapter):
                                   error=f"{e.code}: {e.detail}", settings_dropped=plan.dropped)
             except _Retryable as e:
                 last, latency = e, time.perf_counter() - t0
+                if e.billed:
+                    billed.append(e)
             except Exception as e:  # noqa: BLE001 - a failed call must stay a null trial, never abort
                 log.warning("%s: unexpected %s, not retried", self.spec.id, type(e).__name__)
                 return Generation(text=None, latency_s=time.perf_counter() - t0,

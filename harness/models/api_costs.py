@@ -12,16 +12,18 @@ Input tokens of an image follow each vendor's documented rule for the model's fa
 (:func:`image_tokens`); text is counted at about four characters a token. An estimate gives its
 output twice: the bound (every call spends its output budget) and the expected figure (the mean
 the model's recorded calls of the task billed, else the length of the task's answers): the run
-itself counts what the vendors report.
+itself counts what the vendors report, and beside it, at their bound, the attempts the vendor may
+have billed without reporting them (:func:`unreported_usage`).
 """
 
 from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Protocol
 from importlib import resources
 
 from ..errors import GestaltError
@@ -164,15 +166,17 @@ def estimate_input_tokens(provider: str, model: str, image_size: tuple[int, int]
     return MESSAGE_TOKENS + image + text_tokens(prompt)
 
 
-def expected_output_tokens(records: list[dict], answers: Sequence[object] = ()) -> float:
+def expected_output_tokens(records: list[dict], answers: Sequence[object] = (), thinking: int = 0) -> float:
     """What a call of the task is expected to bill as output (thinking included): the mean of the
     model's recorded calls that reported usage, else the mean length of the task's answers (at
-    least one token; a reasoning model's thinking comes on top)."""
-    billed = [u.get("output_tokens", 0) + u.get("thinking_tokens", 0) for r in records if (u := r.get("usage"))]
+    least one token) plus ``thinking``, what a call that thinks is expected to think
+    (``APIModel.expected_thinking``)."""
+    billed = [u.get("output_tokens", 0) + u.get("thinking_tokens", 0) for r in records
+              if "output_tokens" in (u := r.get("usage") or {})]  # not a failed call's unreported bound
     if billed:
         return sum(billed) / len(billed)
     lengths = [max(1, text_tokens(str(a))) for a in answers]
-    return sum(lengths) / len(lengths) if lengths else 1.0
+    return (sum(lengths) / len(lengths) if lengths else 1.0) + thinking
 
 
 @dataclass(frozen=True)
@@ -234,7 +238,26 @@ def timed_out_usage(provider: str, model: str, image_size: tuple[int, int] | Non
             "output_tokens": max_tokens, "batch": int(batch), "estimated": 1}
 
 
-USAGE_METRICS = ("tokens_in", "tokens_out", "cost_usd")  # an API battery's run metrics (battery_usage)
+def unreported_usage(attempts: int, input_tokens: int, max_tokens: int) -> dict[str, int]:
+    """The usage keys a call adds for ``attempts`` that reached the vendor but returned no usage (a
+    timeout after the request was sent, a response or stream cut short, an unreadable 200): the
+    vendor may have answered and billed each, so each is bounded by the request's estimated
+    ``input_tokens`` and its whole output budget ``max_tokens``. :func:`cost_usd` leaves them out
+    (it is what the vendor reported); :func:`unreported_usd` prices them."""
+    return {"unreported_attempts": attempts, "unreported_input_tokens": attempts * input_tokens,
+            "unreported_output_tokens": attempts * max_tokens}
+
+
+def unreported_usd(price: Price, usage: dict[str, int]) -> float:
+    """The most a call's unreported attempts (:func:`unreported_usage`) may have been billed."""
+    return cost_usd(price, {"input_tokens": usage.get("unreported_input_tokens", 0),
+                            "output_tokens": usage.get("unreported_output_tokens", 0),
+                            "batch": usage.get("batch", 0)})
+
+
+# an API battery's run metrics (battery_usage): what the vendors reported the calls cost, and the
+# most its attempts that reported nothing may have been billed beyond it
+USAGE_METRICS = ("tokens_in", "tokens_out", "cost_usd", "cost_usd_unreported_max")
 
 
 def task_usage(records: list[dict], price: Price | None, extractor: Price | None = None) -> dict[str, float]:
@@ -242,7 +265,8 @@ def task_usage(records: list[dict], price: Price | None, extractor: Price | None
     model's ``tokens_in`` (cached included), ``tokens_out`` (thinking included), ``thinking_tokens``
     and ``cached_tokens``; the answer extractor's (CHART-6's LLM extractor, ``extras.extractor_usage``)
     ``extractor_calls``, ``extractor_tokens_in`` and ``extractor_tokens_out`` where it made calls;
-    ``cost_usd`` of both at the table's prices where it prices them."""
+    ``cost_usd`` of both at the table's prices where it prices them, and ``cost_usd_unreported_max``,
+    the most their unreported attempts may add (:func:`unreported_usd`)."""
     usages = [r.get("usage") or {} for r in records]
     out = {"tokens_in": float(sum(u.get("input_tokens", 0) for u in usages)),
            "tokens_out": float(sum(u.get("output_tokens", 0) + u.get("thinking_tokens", 0) for u in usages)),
@@ -256,18 +280,21 @@ def task_usage(records: list[dict], price: Price | None, extractor: Price | None
                                                   for u in extracted)))
     if price is not None or extractor is not None:
         out["cost_usd"] = trials_cost(records, price, extractor)
+        out["cost_usd_unreported_max"] = trials_cost(records, price, extractor, unreported_usd)
     return out
 
 
-def trials_cost(records: list[dict], price: Price | None, extractor: Price | None = None) -> float:
+def trials_cost(records: list[dict], price: Price | None, extractor: Price | None = None,
+                priced: Callable[[Price, dict[str, int]], float] = cost_usd) -> float:
     """What trials' calls cost at the table's prices: the model's at ``price``, their answer
-    extractor's at ``extractor`` (either None: not a paid API model, nothing counted)."""
+    extractor's at ``extractor`` (either None: not a paid API model, nothing counted); ``priced``
+    :func:`unreported_usd` for the most their unreported attempts may add."""
     total = 0.0
     for r in records:
         if price is not None:
-            total += cost_usd(price, r.get("usage") or {})
+            total += priced(price, r.get("usage") or {})
         if extractor is not None:
-            total += cost_usd(extractor, (r.get("extras") or {}).get("extractor_usage") or {})
+            total += priced(extractor, (r.get("extras") or {}).get("extractor_usage") or {})
     return total
 
 
@@ -276,7 +303,8 @@ def battery_usage(tasks: list[dict[str, float]]) -> dict[str, float]:
     model's tokens, and the cost of its calls and its extractor's where priced."""
     out = {k: sum(t.get(k, 0.0) for t in tasks) for k in ("tokens_in", "tokens_out")}
     if any("cost_usd" in t for t in tasks):
-        out["cost_usd"] = sum(t.get("cost_usd", 0.0) for t in tasks)
+        for k in ("cost_usd", "cost_usd_unreported_max"):
+            out[k] = sum(t.get(k, 0.0) for t in tasks)
     return out
 
 
@@ -285,11 +313,13 @@ TIMED_OUT = "null:api_error:timeout"  # a call gestalt stopped waiting for: the 
 
 def spend(records: list[dict], price: Price | None, extractor: Price | None = None,
           timed_out_usd: float = 0.0) -> float:
-    """What trials' calls cost against ``budget_usd``: :func:`trials_cost`, and each call that timed
-    out at ``timed_out_usd``, its estimated cost (no usage came back, but the vendor may have
-    answered it after gestalt stopped waiting, and billed it)."""
-    return trials_cost(records, price, extractor) + timed_out_usd * sum(
-        r.get("parse_status") == TIMED_OUT for r in records)
+    """What trials' calls cost against ``budget_usd``: :func:`trials_cost`, what their unreported
+    attempts may have been billed (:func:`unreported_usd`), and each call that timed out with no
+    such count (a record written before gestalt counted attempts) at ``timed_out_usd``, its
+    estimated cost."""
+    return trials_cost(records, price, extractor) + trials_cost(records, price, extractor, unreported_usd) + (
+        timed_out_usd * sum(r.get("parse_status") == TIMED_OUT and "unreported_attempts" not in (r.get("usage") or {})
+                            for r in records))
 
 
 class BudgetReached(GestaltError):
@@ -320,3 +350,28 @@ class Budget:
             raise BudgetReached(f"budget_usd {self.limit_usd:g} reached (spent ${self.spent_usd:.4f} of "
                                 f"${self.limit_usd:g} at {rates}); records kept, a rerun with a larger "
                                 f"budget continues")
+
+    def covers(self, calls: int, bound_usd: float) -> int:
+        """How many of ``calls`` the budget left covers at ``bound_usd`` each, the most one may bill:
+        all a vendor batch may hold, since nothing stops its requests once it is submitted."""
+        if bound_usd <= 0:
+            return calls
+        return max(0, min(calls, math.floor((self.limit_usd - self.spent_usd) / bound_usd)))
+
+    def held_back(self, held: int, calls: int, bound_usd: float) -> None:
+        """Raises BudgetReached for the ``held`` of a batch's ``calls`` that the budget left did not
+        cover (:meth:`covers`), after the batch's answers are recorded."""
+        raise BudgetReached(f"budget_usd {self.limit_usd:g}: {held} of {calls} batch requests not sent: each may "
+                            f"bill up to ${bound_usd:.4f} at the table's batch prices, more than the budget left "
+                            f"covers (spent ${self.spent_usd:.4f} of ${self.limit_usd:g}); records kept, a rerun "
+                            f"sends as many as the budget left then covers")
+
+
+class Charger(Protocol):
+    """What a task's calls are charged to as their records are written (``harness.run.Charge``): its
+    ``budget``, and ``timed_out_usd``, the most one of the task's calls may bill."""
+
+    budget: Budget
+    timed_out_usd: float
+
+    def __call__(self, records: list[dict]) -> None: ...

@@ -32,6 +32,7 @@ from .records import RecordStore, cache_key, make_record, trial_id
 
 if TYPE_CHECKING:
     from ..models.api_batch import BatchJob
+    from ..models.api_costs import Charger
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +160,7 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
              store: RecordStore, *, readout_name: str, readout_options: dict[str, Any], seed: int,
              run_id: str, dist: Dist, progress: bool = True,
              echo: Callable[[str], None] = log.info,
-             charge: Callable[[list[dict]], None] | None = None) -> TaskResult:
+             charge: Charger | None = None) -> TaskResult:
     if stimset.unavailable:
         return TaskResult(task.task_id, [], 0, 0, readout_name, unavailable=stimset.unavailable)
     visible = progress and dist.is_main  # bars and step lines: the main process's, when asked
@@ -201,7 +202,13 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
                 if dist.world > 1:
                     raise ModelError(f"model {model_spec.id!r}: options.batch sends one batch per task from "
                                      f"one process; run it with runtime.processes 1")
+                # the trials the budget left does not cover: once submitted, a batch cannot be stopped
+                held: list[tuple[Any, int]] = []
                 if not batch.submitted:
+                    if charge is not None:
+                        held = pending[charge.budget.covers(len(pending), charge.timed_out_usd):]
+                        pending = pending[:len(pending) - len(held)]
+                        mine = dist.shard(len(pending))
                     _collect(readout, batch, [(s, rep, trial_id(task.task_id, s.stimulus_id, model_spec.id, rep))
                                               for s, rep in pending], chunk_size(model_spec))
                     batch.submit()
@@ -258,6 +265,8 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
             if batch is not None:
                 adapter.calls += model.calls
                 batch.finish()
+                if held and charge is not None:
+                    charge.budget.held_back(len(held), len(pending) + len(held), charge.timed_out_usd)
     dist.barrier()
     done = _read_done(store, keys)
     ordered = [done[trial_id(task.task_id, s.stimulus_id, model_spec.id, rep)] for s, rep in trials
