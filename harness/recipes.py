@@ -232,8 +232,8 @@ class Recipe(_Strict):
             path = Path(v)
             there = next((p for p in (path, *path.parents) if os.path.exists(p)), None)
             if there is not None and not os.path.isdir(there):
-                raise ValueError(f"{there} exists and is not a folder (records and the report are written "
-                                 f"in the folder output_dir names)")
+                raise ValueError(f"{there} is a file, not a folder (records and the report are written in "
+                                 f"the folder output_dir names); choose another with --output_dir=DIR")
         return v
 
     @model_validator(mode="after")

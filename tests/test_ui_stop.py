@@ -33,7 +33,8 @@ def test_sigint_to_a_background_ui_stops_it_and_its_server(tmp_path):
     with log.open("w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "ui", "--port", str(port)], cwd=tmp_path,
                                 stdout=out, stderr=subprocess.STDOUT, preexec_fn=_ignore_sigint,
-                                env=dict(os.environ, PYTHONPATH=str(REPO)))
+                                env=dict(os.environ, PYTHONPATH=str(REPO),
+                                             MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path}/mlflow.db"))
     servers: list[psutil.Process] = []
     try:
         deadline = time.monotonic() + 300  # a cold MLflow import on a busy machine takes a while

@@ -229,15 +229,6 @@ def estimate_line(provider: str, model: str, jobs: Sequence[Job], batch: bool = 
             f"{who}); {expected}, ~${e.usd_expected:.2f}")
 
 
-def timed_out_usage(provider: str, model: str, image_size: tuple[int, int] | None, prompt: str,
-                    max_tokens: int, batch: bool = False) -> dict[str, int]:
-    """The usage a call that gestalt gave up on (timeout) is counted at: the vendor may still answer
-    and bill it, so its estimated input and its whole output budget (a call that outlasts the
-    timeout is a long one). Price it with :func:`cost_usd`."""
-    return {"input_tokens": estimate_input_tokens(provider, model, image_size, prompt),
-            "output_tokens": max_tokens, "batch": int(batch), "estimated": 1}
-
-
 def unreported_usage(attempts: int, input_tokens: int, max_tokens: int) -> dict[str, int]:
     """The usage keys a call adds for ``attempts`` that reached the vendor but returned no usage (a
     timeout after the request was sent, a response or stream cut short, an unreadable 200): the
