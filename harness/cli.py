@@ -97,12 +97,13 @@ class Models:
 def _summary(recipe: Any, finished: list[Any]) -> str | None:
     """The page of the experiment's summary run, drawn again only where the runs it was drawn
     from changed (a no-op rerun reads its fingerprint from the store and imports no report)."""
-    from .tracking.batteries import answer_fingerprint, drawn_summary
+    from .tracking.batteries import drawn_summary, experiment_fingerprint
     from .tracking.store import tracking_uri
 
     uri = tracking_uri(recipe.tracking.uri)
-    fingerprint = answer_fingerprint([(r.model_id, r.run_id, r.records_digest) for r in finished])
-    url = drawn_summary(uri, recipe.tracking.experiment, fingerprint)
+    # the summary answers the whole experiment, other recipes' batteries included
+    fingerprint = experiment_fingerprint(uri, recipe.tracking.experiment)
+    url = None if fingerprint is None else drawn_summary(uri, recipe.tracking.experiment, fingerprint)
     if url is not None:
         return url
     print("summary: drawing the experiment's summary run (matrix with rank groups) ...", file=sys.stderr,

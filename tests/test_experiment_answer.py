@@ -52,8 +52,12 @@ def experiment(tmp_path_factory):
     recipe("edges", ["shape-rule", "always-knife"], [EDGES])
     recipe("dog", ["always-dog"], [SIL])
     cli("report", "--experiment", "exp", "--out", str(tmp / "report"), "--uri", uri, env=env)
-    return SimpleNamespace(tmp=tmp, uri=uri, seen=seen, report=(summary_groups(uri, "exp")[0],
-                                                                 summary_runs(uri, "exp")))
+    report = (summary_groups(uri, "exp")[0], summary_runs(uri, "exp"))
+    # the first recipe again: nothing of the experiment changed, so its summary is not drawn again
+    drawn = summary_groups(uri, "exp")[1]
+    noop = cli("recipe", str(tmp / "silhouettes.yaml"), env=env)
+    return SimpleNamespace(tmp=tmp, uri=uri, seen=seen, report=report, noop=noop, drawn=drawn,
+                           after_noop=summary_groups(uri, "exp")[1])
 
 
 def answered(runs: list[dict]) -> set[tuple[str, str]]:
@@ -82,3 +86,14 @@ def test_two_recipes_of_different_models_are_ranked_together(experiment):
         assert {r["model"] for r in runs} == ranked
         assert {r["recipe"] for r in runs} == {"silhouettes", "edges", "dog"}
         assert answered(runs) >= {("always-dog", SIL), ("shape-rule", EDGES)}
+
+
+def test_a_rerun_that_changes_nothing_leaves_the_experiment_s_summary_as_drawn(experiment):
+    """After three recipes and a report, the first recipe again is up to date: its summary check
+    fingerprints the whole experiment's batteries, not only its own, so it finds the summary
+    drawn from exactly these and neither redraws nor rewrites it."""
+    assert "0 new trials" in experiment.noop.stdout
+    assert "drawing the experiment's summary run" not in experiment.noop.stderr
+    before, after = experiment.drawn, experiment.after_noop
+    assert after.info.run_id == before.info.run_id and after.info.end_time == before.info.end_time
+    assert after.data.tags == before.data.tags

@@ -226,6 +226,7 @@ class Answers:
 
     models: list[BatteryRunData]
     history: list[dict[str, Any]]  # newest first
+    fingerprint: str  # of every run read (:func:`~harness.tracking.batteries.answer_fingerprint`)
 
     def history_in(self, runs: list[BatteryRunData]) -> list[dict[str, Any]]:
         """The history in the order of the models ``runs``, each model's newest run first."""
@@ -273,7 +274,8 @@ def answers(runs: list[BatteryRunData]) -> Answers:
                         "answers": [t for t in tasks if answering[(r.model, t)] == r.run_id],
                         "superseded": {t: answering[(r.model, t)] for t in tasks
                                        if answering[(r.model, t)] != r.run_id}})
-    return Answers(models, history)
+    return Answers(models, history, answer_fingerprint(
+        [(r.model, r.run_id, r.tags.get(RECORDS_DIGEST, "")) for r in runs]))
 
 
 # -- tables ---------------------------------------------------------------------------------------
@@ -642,7 +644,9 @@ def _summary_of(tracking_uri: str, experiment: str, found: Answers,
     tasks = task_order(found.models)
     runs = ordered_models(found.models, tasks)
     heads = headlines(runs, tasks)
-    groups = rank_groups(heads, runs, items)
+    # the summary run is drawn from every run read, the ones a later run supersedes included, so a
+    # no-op rerun can tell from the store alone that nothing it is drawn from changed
+    groups = replace(rank_groups(heads, runs, items), fingerprint=found.fingerprint)
     figures = answer_figures(runs, heads, groups)
     return (_log_summary(tracking_uri, experiment, runs, heads, figures, groups, found.history_in(runs))
             if figures else None)

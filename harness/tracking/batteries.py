@@ -191,13 +191,36 @@ def logged_records(run_id: str, name: str) -> bytes | None:
 
 
 def answer_fingerprint(batteries: list[tuple[str, str, str]]) -> str:
-    """What a summary run is drawn from: each battery's (model, run id, records digest) and the
-    harness version that drew it. A finished run with the same records digest holds the same
+    """What a summary run is drawn from: each of the experiment's finished batteries' (model, run
+    id, records digest) and the harness version that drew it. A finished run with the same records digest holds the same
     scores and per-stimulus values, so an equal fingerprint means an equal summary."""
     from ..version import __version__
 
     payload = json.dumps([__version__, sorted(batteries)])
     return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def experiment_fingerprint(uri: str, experiment: str) -> str | None:
+    """:func:`answer_fingerprint` of every FINISHED battery of the experiment (what its summary run
+    is drawn from), read with sqlite3 alone as :func:`up_to_date_without_mlflow` reads batteries;
+    None where a local sqlite store cannot say (then the summary is drawn again)."""
+    import sqlite3
+
+    db = sqlite_path(uri)
+    if db is None or not db.is_file():
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+            runs = con.execute(
+                "SELECT m.value, r.run_uuid, "
+                "(SELECT value FROM tags WHERE run_uuid = r.run_uuid AND key = ?) "
+                "FROM runs r JOIN experiments e ON e.experiment_id = r.experiment_id "
+                "JOIN tags m ON m.run_uuid = r.run_uuid AND m.key = 'gestalt.model' "
+                "WHERE e.name = ? AND e.lifecycle_stage = 'active' AND r.lifecycle_stage = 'active' "
+                "AND r.status = 'FINISHED'", (RECORDS_DIGEST, experiment)).fetchall()
+    except sqlite3.Error:
+        return None
+    return answer_fingerprint([(model, run_id, digest or "") for model, run_id, digest in runs])
 
 
 def summary_url(uri: str, experiment_id: str, run_id: str) -> str:
