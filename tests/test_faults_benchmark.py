@@ -10,7 +10,7 @@ from benchmarks import faults
 from benchmarks.faults import (SCENARIOS, Tally, _ids, _load_each, _simulated_full_disk, copy_rerun, full_disk, main,
                                mutated_recipes, read, table, two_processes)
 from tests import lifecycle as life
-from tests.conftest import REPO
+from tests.conftest import MIRROR, REPO
 from tests.fake_vendor_server import FakeVendorServer
 from tests.reliability.test_recipe_mutator import SMALL
 from tests.test_result_folder import run
@@ -100,5 +100,7 @@ def test_a_mutation_that_loads_and_breaks_the_dry_run_is_counted(tmp_path, monke
         raise KeyError("a mutation the loader let through")
 
     monkeypatch.setattr("harness.run.describe_plan", breaks)
+    # the source data where the dry run looks for it, so a mutation that loads reaches the plan
+    monkeypatch.setenv("GESTALT_MIRROR", str(MIRROR))
     t = mutated_recipes(1, random.Random(0), tmp_path)
     assert t.tracebacks > 0, t
