@@ -89,3 +89,26 @@ def test_a_store_mlflow_cannot_open_that_holds_runs_is_named_in_one_line(tmp_pat
     assert refused.returncode == 1 and message.startswith(f"{uri}: MLflow cannot open this store"), refused.stderr
     assert "holds runs" in message and "mlflow db upgrade" in message
     assert db.is_file() and not (tmp_path / "mlflow.db.incomplete").exists()
+
+
+def test_a_store_is_created_in_the_folder_it_names_whatever_was_created_before(tmp_path, monkeypatch):
+    """MLflow keeps one engine per store URI for the process: a relative ``mlflow.db`` made in one
+    folder, its engine kept (a creation killed in a long-lived process), must not stand in for the
+    same relative name in the next folder, nor a store made, removed and made again at one path."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    from harness.tracking.store import _create_sqlite_store
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    monkeypatch.chdir(first)
+    SqlAlchemyStore("sqlite:///mlflow.db.creating", str(first))
+    monkeypatch.chdir(second)
+    _create_sqlite_store(Path("mlflow.db"))
+    assert (second / "mlflow.db").is_file() and not (second / "mlflow.db.creating").exists()
+    again = second / "again.db"
+    _create_sqlite_store(again)
+    again.unlink()
+    _create_sqlite_store(again)
+    assert again.is_file()

@@ -336,11 +336,17 @@ def _create_sqlite_store(db: Path) -> None:
     meanwhile leaves only that file, which the next run starts over."""
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
-    part = db.with_name(db.name + ".creating")
+    # absolute: MLflow keeps one engine per URI for the process, and a relative one would reach the
+    # file of whichever folder was current when an earlier store was made there
+    part = db.absolute().with_name(db.name + ".creating")
     for left in ("", "-journal", "-wal", "-shm"):  # a killed creation's journal must not roll back onto the new file
         part.with_name(part.name + left).unlink(missing_ok=True)
-    store = SqlAlchemyStore(f"sqlite:///{part}", artifact_root(db))
+    uri = f"sqlite:///{part}"
+    store = SqlAlchemyStore(uri, artifact_root(db))
     store.engine.dispose()
+    # and forgotten once the file is renamed: a later creation at this path (after a kill) must
+    # open its new file, not a pooled connection to this one
+    SqlAlchemyStore._engine_map.pop(uri, None)
     os.replace(part, db)
 
 
