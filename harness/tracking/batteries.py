@@ -200,10 +200,9 @@ def answer_fingerprint(batteries: list[tuple[str, str, str]]) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def experiment_fingerprint(uri: str, experiment: str) -> str | None:
-    """:func:`answer_fingerprint` of every FINISHED battery of the experiment (what its summary run
-    is drawn from), read with sqlite3 alone as :func:`up_to_date_without_mlflow` reads batteries;
-    None where a local sqlite store cannot say (then the summary is drawn again)."""
+def _store_rows(uri: str, sql: str, params: tuple) -> list[tuple] | None:
+    """``sql``'s rows from a local sqlite store opened read-only with sqlite3 alone (no MLflow);
+    None where the store is not a local sqlite file or cannot be read so."""
     import sqlite3
 
     db = sqlite_path(uri)
@@ -211,16 +210,23 @@ def experiment_fingerprint(uri: str, experiment: str) -> str | None:
         return None
     try:
         with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
-            runs = con.execute(
-                "SELECT m.value, r.run_uuid, "
-                "(SELECT value FROM tags WHERE run_uuid = r.run_uuid AND key = ?) "
-                "FROM runs r JOIN experiments e ON e.experiment_id = r.experiment_id "
-                "JOIN tags m ON m.run_uuid = r.run_uuid AND m.key = 'gestalt.model' "
-                "WHERE e.name = ? AND e.lifecycle_stage = 'active' AND r.lifecycle_stage = 'active' "
-                "AND r.status = 'FINISHED'", (RECORDS_DIGEST, experiment)).fetchall()
+            return con.execute(sql, params).fetchall()
     except sqlite3.Error:
         return None
-    return answer_fingerprint([(model, run_id, digest or "") for model, run_id, digest in runs])
+
+
+def experiment_fingerprint(uri: str, experiment: str) -> str | None:
+    """:func:`answer_fingerprint` of every FINISHED battery of the experiment (what its summary run
+    is drawn from), read with sqlite3 alone as :func:`up_to_date_without_mlflow` reads batteries;
+    None where a local sqlite store cannot say (then the summary is drawn again)."""
+    runs = _store_rows(
+        uri, "SELECT m.value, r.run_uuid, "
+        "(SELECT value FROM tags WHERE run_uuid = r.run_uuid AND key = ?) "
+        "FROM runs r JOIN experiments e ON e.experiment_id = r.experiment_id "
+        "JOIN tags m ON m.run_uuid = r.run_uuid AND m.key = 'gestalt.model' "
+        "WHERE e.name = ? AND e.lifecycle_stage = 'active' AND r.lifecycle_stage = 'active' "
+        "AND r.status = 'FINISHED'", (RECORDS_DIGEST, experiment))
+    return None if runs is None else answer_fingerprint([(m, rid, digest or "") for m, rid, digest in runs])
 
 
 def summary_url(uri: str, experiment_id: str, run_id: str) -> str:
@@ -233,23 +239,14 @@ def drawn_summary(uri: str, experiment: str, fingerprint: str) -> str | None:
     it FINISHED and drawn from ``fingerprint``'s runs, read with sqlite3 alone as
     :func:`up_to_date_without_mlflow` reads batteries; None where it is not, or this cannot be
     decided so (then the summary is drawn again)."""
-    import sqlite3
-
-    db = sqlite_path(uri)
-    if db is None or not db.is_file():
-        return None
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
-            found = con.execute(
-                "SELECT r.experiment_id, r.run_uuid, r.status, "
-                "(SELECT value FROM tags WHERE run_uuid = r.run_uuid AND key = ?) "
-                "FROM runs r JOIN experiments e ON e.experiment_id = r.experiment_id "
-                "JOIN tags s ON s.run_uuid = r.run_uuid AND s.key = ? AND s.value = 'true' "
-                "WHERE e.name = ? AND e.lifecycle_stage = 'active' AND r.lifecycle_stage = 'active' "
-                "ORDER BY r.start_time DESC LIMIT 1",
-                (SUMMARY_FINGERPRINT, SUMMARY_TAG, experiment)).fetchone()
-    except sqlite3.Error:
-        return None
+    rows = _store_rows(
+        uri, "SELECT r.experiment_id, r.run_uuid, r.status, "
+        "(SELECT value FROM tags WHERE run_uuid = r.run_uuid AND key = ?) "
+        "FROM runs r JOIN experiments e ON e.experiment_id = r.experiment_id "
+        "JOIN tags s ON s.run_uuid = r.run_uuid AND s.key = ? AND s.value = 'true' "
+        "WHERE e.name = ? AND e.lifecycle_stage = 'active' AND r.lifecycle_stage = 'active' "
+        "ORDER BY r.start_time DESC LIMIT 1", (SUMMARY_FINGERPRINT, SUMMARY_TAG, experiment))
+    found = rows[0] if rows else None
     if found is None or found[2] != "FINISHED" or found[3] != fingerprint:
         return None
     return summary_url(uri, str(found[0]), found[1])
