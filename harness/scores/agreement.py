@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..stimuli.base import ObserverPanel, StimulusSet
+from ..stimuli.base import ObserverPanel, Stimulus, StimulusSet
 from ..stimuli.silhouette import modal_response
 from .bootstrap import (
     N_BOOT_DEFAULT,
@@ -252,19 +252,23 @@ def panel_references(human_all: np.ndarray, labels: np.ndarray, n_labels: int, n
         accuracy_each=human_all.mean(axis=1))
 
 
-def score_classification_vs_observers(records: list[dict], stimset: StimulusSet, *,
-                                      boot: Bootstrap = Bootstrap()) -> list[Score]:
-    """Accuracy, B vs the modal response, kappa (both forms) and the human references.
+@dataclass(frozen=True)
+class ModelAnswers:
+    """The model's parseable answers on the test split; nulls are counted, never scored."""
 
-    Records must cover the test split once each; nulls are excluded from every statistic and
-    counted. Human arrays are restricted to the same parseable items as the model. Floors are
-    what a constant answer scores on these targets: accuracy max share of a true class (1/16),
-    B max share of a modal answer (0.125: "knife" is modal on 10 of 80), kappa 0. Every human
-    reference and kappa carry a two-level (stimuli x observers) interval beside the one-level
-    one: ``extra['ci_low_two_level']``/``['ci_high_two_level']``.
-    """
-    panel = stimset.human_as(ObserverPanel)
-    seed, n_boot, n_boot_kappa = boot.seed, boot.n_boot, boot.n_boot_kappa
+    items: np.ndarray  # test-split index of each parseable answer
+    response: list[Any]
+    correct: np.ndarray  # m_i: 1 where the answer is the true class
+    nulls: int
+    null_fraction: float  # v
+
+    @property
+    def n(self) -> int:
+        return len(self.items)
+
+
+def model_answers(records: list[dict], stimset: StimulusSet) -> ModelAnswers:
+    """The parseable answers, after checking that the records cover every test stimulus."""
     test = stimset.test
     index = {s.stimulus_id: i for i, s in enumerate(test)}
     missing = set(index) - {r["stimulus_id"] for r in records}
@@ -273,69 +277,138 @@ def score_classification_vs_observers(records: list[dict], stimset: StimulusSet,
                          f"e.g. {sorted(missing)[0]}")
     ok, nulls = parseable(records)
     items = np.array([index[r["stimulus_id"]] for r in ok], dtype=int)
-    response = [r["response"] for r in ok]
-    m = np.array([r["response"] == test[i].ground_truth for r, i in zip(ok, items)], float)
-    observer_correct = np.asarray(panel.correct, float)
+    correct = np.array([r["response"] == test[i].ground_truth for r, i in zip(ok, items)], float)
+    return ModelAnswers(items=items, response=[r["response"] for r in ok], correct=correct, nulls=nulls,
+                        null_fraction=nulls / len(records) if records else 0.0)
+
+
+@dataclass(frozen=True)
+class ComparedPanel:
+    """The observers the model is compared with, on the full test split."""
+
+    correct: np.ndarray  # observers x items, 1 where the observer named the true class
+    responses: np.ndarray  # items x observers
+    modal: list[str]  # the modal answer per item, B's target
+    note: str  # the method clause naming the observers left out, if any
+
+
+def panel_without_own_decisions(panel: ObserverPanel, test: list[Stimulus],
+                                records: list[dict]) -> ComparedPanel:
+    """The panel, less the observers whose own decisions the records are (``source: decisions``).
+
+    Their decisions are compared with the panel without them, everywhere: in kappa's p_i, in the
+    modal answers B is scored against and in the B and kappa ceilings. With them, the observer
+    is partly compared with itself.
+    """
+    correct = np.asarray(panel.correct, float)
     responses = np.asarray(panel.responses, dtype=object)
-    modal = [s.human_target for s in test]
-    # An observer's own decisions (source: decisions) are compared with the panel without them,
-    # everywhere: in kappa's p_i, in the modal answers B is scored against and in the B and kappa
-    # ceilings. With them, the observer is partly compared with itself.
     own = {str((r.get("extras") or {}).get("observer")) for r in records} & set(panel.observers)
-    panel_note = ""
-    if own:
-        keep = [j for j, o in enumerate(panel.observers) if o not in own]
-        observer_correct, responses = observer_correct[keep], responses[:, keep]
-        modal = [modal_response(list(row), s.ground_truth) for row, s in zip(responses, test)]
-        panel_note = (f"; leave-one-out: observer {', '.join(sorted(own))}'s own decisions vs the "
-                      f"modal answers, accuracies and ceilings of the other {len(keep)} observers")
-    p = observer_correct.mean(axis=0)
-    n = len(ok)
-    v = nulls / len(records) if records else 0.0
-    version = stimset.version
-    truth = [s.ground_truth for s in test]
-    match = np.array([r == modal[i] for r, i in zip(response, items)], float)
+    if not own:
+        return ComparedPanel(correct, responses, [s.human_target for s in test], "")
+    keep = [j for j, o in enumerate(panel.observers) if o not in own]
+    correct, responses = correct[keep], responses[:, keep]
+    return ComparedPanel(
+        correct, responses, [modal_response(list(row), s.ground_truth) for row, s in zip(responses, test)],
+        f"; leave-one-out: observer {', '.join(sorted(own))}'s own decisions vs the modal answers, "
+        f"accuracies and ceilings of the other {len(keep)} observers")
 
-    # human references describe the panel on the full test split
-    human_all = observer_correct
-    j_obs, n_all = human_all.shape
-    vocab = {c: k for k, c in enumerate(stimset.options)}
-    labels = np.vectorize(lambda a: vocab.get(a, -1), otypes=[int])(responses)
-    ref = panel_references(human_all, labels, len(vocab), n_boot, n_boot_kappa, seed)
-    obs_k = observer_indices(j_obs, n_boot_kappa, seed)
 
+def error_consistency_two_level(answers: ModelAnswers, panel_correct: np.ndarray, kap: float,
+                                kap_pw: float, n_boot_kappa: int,
+                                seed: int) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Two-level intervals of kappa (aggregate form) and kappa_pairwise: the model's items
+    resampled, the panel's observers too, each draw's observers bringing their answers on the
+    drawn items."""
+    n = answers.n
+    if not n:  # every answer null: nothing to resample
+        return (float("nan"), float("nan")), (float("nan"), float("nan"))
+    obs_k = observer_indices(panel_correct.shape[0], n_boot_kappa, seed)
+    model_idx = resample_indices(n, n_boot_kappa, seed)
+    m, items = answers.correct, answers.items
+
+    def two_level(rows: slice) -> np.ndarray:
+        panel_draw = panel_correct[obs_k[rows, :, None], items[model_idx[rows]][:, None, :]]  # (draws, J, n)
+        m_draw = m[model_idx[rows]]
+        return np.stack([_kappa(m_draw, panel_draw.mean(axis=1)),
+                         _kappa(m_draw[:, None, :], panel_draw).mean(axis=1)], axis=1)
+
+    both = by_draws(two_level, n_boot_kappa, n)
+    return recentred_ci(kap, both[:, 0]), recentred_ci(kap_pw, both[:, 1])
+
+
+def _two_level_extra(ci: tuple[float, float]) -> dict[str, Any]:
+    return {"ci_low_two_level": ci[0], "ci_high_two_level": ci[1], "ci_method": ONE_LEVEL,
+            "ci_two_level_method": TWO_LEVEL}
+
+
+def _kappa_interval(n_boot_kappa: int) -> str:
+    return f"{ONE_LEVEL}, {n_boot_kappa} draws; {TWO_LEVEL} in extra"
+
+
+def _b_ceiling_words(ref: PanelReferences) -> tuple[str, dict[str, Any]]:
+    """How the B ceiling treats non-responses, in words and in ``extra``: a person who gave no
+    answer ("na") neither matched nor missed the others' mode, so the ceiling is over the answers
+    given; counting each non-response as a miss gives the lower figure beside it."""
+    return (f"the observers' non-responses left out (counted as misses: "
+            f"{ref.b_ceiling_na_as_miss:.3f}, in extra)"), {"ceiling_na_as_miss": ref.b_ceiling_na_as_miss}
+
+
+def model_scores(answers: ModelAnswers, compared: ComparedPanel, ref: PanelReferences,
+                 stimset: StimulusSet, boot: Bootstrap) -> list[Score]:
+    """Accuracy, B vs the modal answers and kappa in both forms, with their floors and ceilings.
+
+    Floors are what a constant answer scores on these targets: accuracy max share of a true class
+    (1/16), B max share of a modal answer (0.125: "knife" is modal on 10 of 80), kappa 0.
+    """
+    seed, n_boot, n_boot_kappa = boot.seed, boot.n_boot, boot.n_boot_kappa
+    n, m, items, note = answers.n, answers.correct, answers.items, compared.note
+    p = compared.correct.mean(axis=0)
+    match = np.array([r == compared.modal[i] for r, i in zip(answers.response, items)], float)
     acc = bootstrap(mean_stat(m), n, n_boot, seed)
     b = bootstrap(mean_stat(match), n, n_boot, seed)
     kap = bootstrap(kappa_stat(m, p[items]), n, n_boot_kappa, seed)
-    kap_pw = bootstrap(kappa_pairwise_stat(m, observer_correct[:, items]), n, n_boot_kappa, seed)
-    # kappa two-level: the model's items resampled, the panel's observers too
-    kap_two = kap_pw_two = (float("nan"), float("nan"))  # every answer null: nothing to resample
-    if n:
-        model_idx = resample_indices(n, n_boot_kappa, seed)
-
-        def two_level(rows: slice) -> np.ndarray:
-            panel_draw = human_all[obs_k[rows, :, None], items[model_idx[rows]][:, None, :]]  # (draws, J, n)
-            m_draw = m[model_idx[rows]]
-            return np.stack([_kappa(m_draw, panel_draw.mean(axis=1)),
-                             _kappa(m_draw[:, None, :], panel_draw).mean(axis=1)], axis=1)
-
-        both = by_draws(two_level, n_boot_kappa, n)
-        kap_two = recentred_ci(kap[0], both[:, 0])
-        kap_pw_two = recentred_ci(kap_pw[0], both[:, 1])
-    lo, hi = null_bracket(b[0], v)
-
-    def two(ci: tuple[float, float]) -> dict[str, Any]:
-        return {"ci_low_two_level": ci[0], "ci_high_two_level": ci[1], "ci_method": ONE_LEVEL,
-                "ci_two_level_method": TWO_LEVEL}
+    kap_pw = bootstrap(kappa_pairwise_stat(m, compared.correct[:, items]), n, n_boot_kappa, seed)
+    kap_two, kap_pw_two = error_consistency_two_level(answers, compared.correct, kap[0], kap_pw[0],
+                                                      n_boot_kappa, seed)
+    lo, hi = null_bracket(b[0], answers.null_fraction)
+    na_words, na_extra = _b_ceiling_words(ref)
+    kboot = _kappa_interval(n_boot_kappa)
 
     def rec(name: str, est: tuple[float, float, float], method: str, **kw: Any) -> Score:
-        return Score(name=name, value=est[0], ci_low=est[1], ci_high=est[2], n=n, nulls=nulls,
-                     method=method, version=version, **kw)
+        return Score(name=name, value=est[0], ci_low=est[1], ci_high=est[2], n=n, nulls=answers.nulls,
+                     method=method, version=stimset.version, **kw)
+
+    return [
+        rec("accuracy", acc, f"mean 1[r=g]; {ONE_LEVEL}, {n_boot} draws; floor: best constant "
+            "answer", floor=best_constant([s.ground_truth for s in stimset.test]),
+            extra={"human_accuracy": float(p.mean())}),
+        rec("B", b, f"mean 1[r=modal human response]; {ONE_LEVEL}, {n_boot} draws; floor: best "
+            f"constant answer vs the modal answers; ceiling: human_loo_modal_agreement, {na_words}" + note,
+            floor=best_constant(compared.modal), ceiling=ref.b_ceiling,
+            extra={"B_full_low": lo, "B_full_high": hi, "null_fraction": answers.null_fraction, **na_extra}),
+        rec("kappa", kap, f"aggregate error consistency vs panel p_i; {kboot}" + note,
+            floor=0.0, ceiling=ref.ceil_pair[0],
+            extra={"ceiling_ci": [ref.ceil_pair[1], ref.ceil_pair[2]], "ceiling_loo": ref.ceil_loo[0],
+                   **_two_level_extra(kap_two)}),
+        rec("kappa_pairwise", kap_pw, f"mean over observers of kappa(m, h_j); {kboot}" + note,
+            floor=0.0, ceiling=ref.ceil_pair[0], extra=_two_level_extra(kap_pw_two)),
+    ]
+
+
+def observer_ceilings(compared: ComparedPanel, ref: PanelReferences, panel: ObserverPanel,
+                      stimset: StimulusSet, boot: Bootstrap) -> list[Score]:
+    """The panel's own references: kappa between observers (pairs, and each vs the others),
+    each observer's agreement with the others' modal answer, and observer accuracy, each with the
+    range over pairs or observers and the paper's range where it reports one."""
+    seed, n_boot = boot.seed, boot.n_boot
+    n_all = compared.correct.shape[1]
+    na_words, na_extra = _b_ceiling_words(ref)
+    kboot = _kappa_interval(boot.n_boot_kappa)
 
     def human(name: str, est: tuple[float, float, float], method: str,
               extra: dict[str, Any]) -> Score:
         return Score(name=name, value=est[0], ci_low=est[1], ci_high=est[2], n=n_all, nulls=0,
-                     version=version, method=f"{method}; {panel.split}{panel_note}", extra=extra)
+                     version=stimset.version, method=f"{method}; {panel.split}{compared.note}", extra=extra)
 
     def spread(values: np.ndarray, paper: str) -> dict[str, Any]:
         out: dict[str, Any] = {"range_min": float(values.min()), "range_max": float(values.max())}
@@ -343,38 +416,42 @@ def score_classification_vs_observers(records: list[dict], stimset: StimulusSet,
             out["paper_range"] = list(panel.paper_ranges[paper])
         return out
 
-    kboot = f"{ONE_LEVEL}, {n_boot_kappa} draws; {TWO_LEVEL} in extra"
-    # a person who gave no answer ("na") neither matched nor missed the others' mode: the ceiling
-    # is over the answers given; counting each non-response as a miss gives the lower figure beside it
-    na_words = (f"the observers' non-responses left out (counted as misses: "
-                f"{ref.b_ceiling_na_as_miss:.3f}, in extra)")
-    na_extra = {"ceiling_na_as_miss": ref.b_ceiling_na_as_miss}
     return [
-        rec("accuracy", acc, f"mean 1[r=g]; {ONE_LEVEL}, {n_boot} draws; floor: best constant "
-            "answer", floor=best_constant(truth), extra={"human_accuracy": float(p.mean())}),
-        rec("B", b, f"mean 1[r=modal human response]; {ONE_LEVEL}, {n_boot} draws; floor: best "
-            f"constant answer vs the modal answers; ceiling: human_loo_modal_agreement, {na_words}" + panel_note,
-            floor=best_constant(modal), ceiling=ref.b_ceiling,
-            extra={"B_full_low": lo, "B_full_high": hi, "null_fraction": v, **na_extra}),
-        rec("kappa", kap, f"aggregate error consistency vs panel p_i; {kboot}" + panel_note,
-            floor=0.0, ceiling=ref.ceil_pair[0],
-            extra={"ceiling_ci": [ref.ceil_pair[1], ref.ceil_pair[2]], "ceiling_loo": ref.ceil_loo[0],
-                   **two(kap_two)}),
-        rec("kappa_pairwise", kap_pw, f"mean over observers of kappa(m, h_j); {kboot}" + panel_note,
-            floor=0.0, ceiling=ref.ceil_pair[0], extra=two(kap_pw_two)),
         human("human_kappa_pairwise", ref.ceil_pair,
               f"mean kappa over {len(ref.pairwise)} observer pairs, na counted incorrect; {kboot}; "
-              "range = min-max over pairs", {**two(ref.pair_two), **spread(ref.pairwise, "kappa_pairwise")}),
+              "range = min-max over pairs",
+              {**_two_level_extra(ref.pair_two), **spread(ref.pairwise, "kappa_pairwise")}),
         human("human_kappa_loo", ref.ceil_loo,
               f"each observer vs leave-one-out panel mean; {kboot}; range = min-max over observers",
-              {**two(ref.loo_two), **spread(ref.loo_each, "kappa_loo")}),
+              {**_two_level_extra(ref.loo_two), **spread(ref.loo_each, "kappa_loo")}),
         human("human_loo_modal_agreement", (ref.b_ceiling, *ref.b_ceil_one),
               f"share of answers equal to the other observers' modal answer (ties split), {na_words}; "
-              f"{ONE_LEVEL}, {n_boot} draws; {TWO_LEVEL} in extra", {**two(ref.b_ceil_two), **na_extra}),
-        human("human_accuracy", bootstrap(mean_stat(p), n_all, n_boot, seed),
+              f"{ONE_LEVEL}, {n_boot} draws; {TWO_LEVEL} in extra",
+              {**_two_level_extra(ref.b_ceil_two), **na_extra}),
+        human("human_accuracy", bootstrap(mean_stat(compared.correct.mean(axis=0)), n_all, n_boot, seed),
               f"mean observer accuracy; {ONE_LEVEL}, {n_boot} draws; range = min-max over "
               "observers", spread(ref.accuracy_each, "accuracy")),
     ]
+
+
+def score_classification_vs_observers(records: list[dict], stimset: StimulusSet, *,
+                                      boot: Bootstrap = Bootstrap()) -> list[Score]:
+    """Accuracy, B vs the modal response, kappa (both forms) and the human references.
+
+    Records must cover the test split once each; nulls are excluded from every statistic and
+    counted. Human arrays are restricted to the same parseable items as the model. Every human
+    reference and kappa carry a two-level (stimuli x observers) interval beside the one-level
+    one: ``extra['ci_low_two_level']``/``['ci_high_two_level']``.
+    """
+    panel = stimset.human_as(ObserverPanel)
+    answers = model_answers(records, stimset)
+    compared = panel_without_own_decisions(panel, stimset.test, records)
+    # human references describe the panel on the full test split
+    vocab = {c: k for k, c in enumerate(stimset.options)}
+    labels = np.vectorize(lambda a: vocab.get(a, -1), otypes=[int])(compared.responses)
+    ref = panel_references(compared.correct, labels, len(vocab), boot.n_boot, boot.n_boot_kappa, boot.seed)
+    return (model_scores(answers, compared, ref, stimset, boot)
+            + observer_ceilings(compared, ref, panel, stimset, boot))
 
 
 def compare_models(correct_a: np.ndarray, correct_b: np.ndarray, *, seed: int = 0,
