@@ -740,12 +740,15 @@ def _logged_result(model_id: str, run_id: str, intervals: dict[str, Any] | None 
 
 def _with_items(result: BatteryResult, p: Planned, stimsets: dict[str, StimulusSet],
                 stores: dict[str, RecordStore]) -> BatteryResult:
-    """An up-to-date battery's primary scores per stimulus, from the records its run scored (the
-    live record files hold exactly those: their digest is the one the run logged)."""
+    """An up-to-date battery's primary scores per stimulus, from the records its run scored: those
+    of its trials' cache keys in the live record files, whose digest is the one the run logged
+    (the files also keep other runs' trials)."""
     result.records_digest = _records_digest(stores)
+    fingerprint = fingerprint_hash(p.adapter.fingerprint)
     for task, _ in p.tasks:
         if task.task_id in result.scores:
-            records = stores[task.task_id].read()
+            keys = trial_keys(task.task_id, stimsets[task.task_id], p.model.id, p.readouts[task.task_id], fingerprint)
+            records = list(stores[task.task_id].of(keys).values())
             scored = records if task.all_reps else per_stimulus(records)
             result.items[task.task_id] = primary_items(task.scoring, result.scores[task.task_id], scored,
                                                        stimsets[task.task_id])

@@ -1,10 +1,10 @@
-"""Trial records: schema validation, torn-line repair, stale records moved aside."""
+"""Trial records: schema validation, torn-line repair, records of other settings kept in the file."""
 
 import json
 
 import pytest
 
-from harness.trials.records import RecordError, RecordStore, schema, validate
+from harness.trials.records import Drift, RecordError, RecordStore, schema, validate
 
 
 def good(**kw):
@@ -81,7 +81,7 @@ def test_null_trial_is_valid_with_null_response():
     validate(good(parse_status="null:refusal", response=None, correct=None, raw_output="I can't"))
 
 
-def test_torn_tail_is_cut_and_stale_records_moved_aside(tmp_path):
+def test_torn_tail_is_cut_and_records_of_another_key_kept(tmp_path):
     store = RecordStore(tmp_path / "t.jsonl")
     a = good()
     b = good(trial_id="closure.nat.silhouette|silh_cat7|m|rep0", stimulus_id="silh_cat7")
@@ -92,9 +92,72 @@ def test_torn_tail_is_cut_and_stale_records_moved_aside(tmp_path):
     keys = {a["trial_id"]: a["cache_key"], b["trial_id"]: "c" * 64}  # b's key changed
     done = store.completed(keys)
     assert list(done) == [a["trial_id"]]
-    assert [json.loads(x)["trial_id"] for x in store.path.read_text().splitlines()] == [a["trial_id"]]
+    # b stays for the run whose key it has, and the file holds no stale file beside it
+    assert [json.loads(x)["trial_id"] for x in store.path.read_text().splitlines()] == [a["trial_id"], b["trial_id"]]
+    assert not (tmp_path / "t.stale.jsonl").exists()
+    b2 = good(trial_id=b["trial_id"], stimulus_id="silh_cat7", cache_key="c" * 64, response="dog", correct=False)
+    store.append([b2])  # the trial under its new key, beside its record under the old one
+    assert store.of(keys) == {a["trial_id"]: a, b["trial_id"]: b2}
+    assert store.completed({b["trial_id"]: b["cache_key"]}) == {b["trial_id"]: b}  # the old setting again
+
+
+def test_a_run_of_fewer_trials_neither_misses_nor_changes_the_others(tmp_path):
+    """The drift of a finished run is of its own records, by (trial, cache key): records of other
+    trials or other keys in the file are neither missing nor changed; its own records are."""
+    store = RecordStore(tmp_path / "t.jsonl")
+    a, b = good(), other(7)
+    b_new = {**b, "cache_key": "c" * 64, "response": "dog", "correct": False}
+    store.append([a, b, b_new])
+    logged = (json.dumps(a) + "\n" + json.dumps(b_new) + "\n").encode()  # the run that scored a and b_new
+    assert store.drift_from(logged) == Drift(changed=[], missing={})
+    store.path.write_text(json.dumps(a) + "\n" + json.dumps(b) + "\n")  # b_new's line deleted
+    drift = store.drift_from(logged)
+    assert drift.missing == {b["trial_id"]: "silh_cat7"} and drift.changed == []
+    edited = {**a, "response": "dog", "correct": False}
+    store.path.write_text(json.dumps(edited) + "\n" + json.dumps(b_new) + "\n")
+    assert store.drift_from(logged) == Drift(changed=[a["trial_id"]], missing={})
+
+
+def test_records_an_earlier_version_moved_aside_are_folded_back(tmp_path, caplog):
+    """``<task>.stale.jsonl`` (records moved aside by versions before the file kept every key): read
+    as the store's, folded back into the file on the next run, losing nothing; an answer there of a
+    trial recorded again with the same key stays aside, a call made that spending counts."""
+    import logging
+
+    store = RecordStore(tmp_path / "t.jsonl")
+    a, b, c = good(), other(7), other(8)
+    again = {**b, "response": "dog", "correct": False}  # b recorded again after it was moved aside
+    store.append([a, again])
     stale = tmp_path / "t.stale.jsonl"
-    assert json.loads(stale.read_text())["trial_id"] == b["trial_id"]
+    stale.write_text("".join(json.dumps(r) + "\n" for r in (b, c)) + "not a record\n")
+    keys = {r["trial_id"]: r["cache_key"] for r in (a, b, c)}
+    assert store.of(keys) == {a["trial_id"]: a, b["trial_id"]: again, c["trial_id"]: c}
+    logged = "".join(json.dumps(r) + "\n" for r in (a, c)).encode()
+    assert store.drift_from(logged) == Drift(changed=[], missing={})  # c is kept, not missing
+    assert len(store.attempts()) == 4  # every call made: a, b twice, c
+    with caplog.at_level(logging.INFO, logger="harness"):
+        assert store.completed(keys) == {a["trial_id"]: a, b["trial_id"]: again, c["trial_id"]: c}
+    assert "1 record(s) kept in t.stale.jsonl are back in the file" in caplog.text
+    assert [json.loads(x) for x in store.path.read_text().splitlines()] == [a, again, c]
+    assert [json.loads(x) for x in stale.read_text().splitlines()] == [b]
+    assert "not a record" in (tmp_path / "t.stale.rejected").read_text()
+    assert len(store.attempts()) == 4
+    store.path.write_text(json.dumps(a) + "\n")  # with nothing left aside, the stale file goes
+    stale.write_text(json.dumps(c) + "\n")
+    store.completed(keys)
+    assert not stale.exists() and [json.loads(x) for x in store.path.read_text().splitlines()] == [a, c]
+
+
+def test_one_trial_under_two_keys_is_not_scored_as_repetitions():
+    """A live record file keeps each setting's records; scored as one set, a trial's two records
+    would pass for two repetitions: refused, naming the trial and the run's own records."""
+    from harness.trials.records import per_stimulus
+
+    a = good()
+    with pytest.raises(RecordError, match=r"silh_cat6 rep 0: recorded under more than one cache key.*"
+                                          r"records/closure.nat.silhouette.jsonl"):
+        per_stimulus([a, {**a, "cache_key": "c" * 64}])
+    assert len(per_stimulus([a, {**a, "trial_id": a["trial_id"].replace("rep0", "rep1"), "rep": 1}])) == 1
 
 
 def other(n: int) -> dict:

@@ -1,17 +1,19 @@
 """Trial records: built, validated against the shipped JSON Schema, appended to JSONL as they happen.
 
-A record file holds each trial of one (model, task) exactly once. Appends are whole lines under
-an exclusive lock, so several worker processes can share one file; a line torn by a SIGKILL is
-cut off on the next open, losing only the trial that was in flight; duplicates are dropped and a
-line that is not a record is quarantined, never a traceback. Each record carries the checksum of
-its content (:func:`record_checksum`): a line changed after it was written no longer matches it
-and is quarantined like any line that is not a record (records written before the checksum
-existed have none and are read as they are). Records whose cache key no
-longer matches (model, stimulus, prompt, settings or harness changed) are moved aside to
-``<task>.stale.jsonl`` rather than mixed with fresh ones; a trial whose call failed (not an answer:
-:func:`harness.readouts.parse.failed_call`) is moved to ``<task>.failed.jsonl`` when a rerun sends
-it again. No file of the store is written through a link (result folders travel as tar or zip,
-which keep links): its scratch file is made anew, and an append to a link is refused.
+A record file holds each trial of one (model, task) once under each cache key it was run with.
+Appends are whole lines under an exclusive lock, so several worker processes can share one file;
+a line torn by a SIGKILL is cut off on the next open, losing only the trial that was in flight;
+duplicates are dropped and a line that is not a record is quarantined, never a traceback. Each
+record carries the checksum of its content (:func:`record_checksum`): a line changed after it was
+written no longer matches it and is quarantined like any line that is not a record (records written
+before the checksum existed have none and are read as they are). A run uses the records whose key
+is one of its trials' (:meth:`RecordStore.of`); the others stay in the file for the run whose
+trials they are (a smaller ``n_test``, another prompt, the weights before an update), so coming
+back to it computes and buys nothing again. Versions before this moved them to
+``<task>.stale.jsonl``; they are read from there and folded back. A trial whose call failed (not
+an answer: :func:`harness.readouts.parse.failed_call`) is moved to ``<task>.failed.jsonl`` when a
+rerun sends it again. No file of the store is written through a link (result folders travel as tar
+or zip, which keep links): its scratch file is made anew, and an append to a link is refused.
 """
 
 from __future__ import annotations
@@ -219,10 +221,11 @@ def _parse_line(raw: bytes) -> tuple[dict | None, str]:
 class RecordStore:
     """The JSONL file of one (model, task).
 
-    Every change (append, repair, moving stale or bad lines aside) holds ``<file>.lock``, so a
-    rewrite can never drop a line another process is appending. Reading tolerates anything:
-    a line that is not a valid record is skipped on read and quarantined on the next repair
-    (moved to ``<task>.rejected`` with its line number), so its trial is computed again.
+    Every change (append, repair, moving bad lines aside, folding stale ones back) holds
+    ``<file>.lock``, so a rewrite can never drop a line another process is appending. Reading
+    tolerates anything: a line that is not a valid record is skipped on read and quarantined on
+    the next repair (moved to ``<task>.rejected`` with its line number), so its trial is computed
+    again.
     """
 
     def __init__(self, path: str | Path):
@@ -269,12 +272,23 @@ class RecordStore:
         return scan
 
     def read(self) -> list[dict]:
-        """The valid records, each once, in file order (bad lines are left for ``repair``)."""
+        """The valid records, each (trial, cache key) once, in file order, then those an earlier
+        version moved aside to ``<task>.stale.jsonl`` that the file lacks (bad lines are left for
+        ``repair``)."""
         scan = self._scan()
         if scan.rejected:
             log.warning("%s: skipped %d line(s) that are not a valid record (line %s: %s)", self.path,
                         len(scan.rejected), scan.rejected[0]["line"], scan.rejected[0]["reason"])
-        return scan.records
+        return scan.records + _absent(scan.records, RecordStore(self.stale_path)._scan().records)
+
+    def of(self, keys: dict[str, str]) -> dict[str, dict]:
+        """trial id -> record of each of ``keys``' trials recorded with its cache key (read only,
+        nothing repaired): a run's own records, whatever else the file keeps."""
+        done: dict[str, dict] = {}
+        for rec in self.read():
+            if keys.get(rec["trial_id"]) == rec["cache_key"]:
+                done.setdefault(rec["trial_id"], rec)
+        return done
 
     def repair(self) -> list[dict]:
         """Cut a torn tail, drop duplicates, quarantine lines that are not records; the valid
@@ -317,25 +331,32 @@ class RecordStore:
     def completed(self, expected_keys: dict[str, str]) -> dict[str, dict]:
         """trial_id -> record for trials already done with the expected cache key.
 
-        The file is repaired first; records with another key are moved to the stale file, so the
-        live file keeps each trial exactly once and only current trials.
+        The file is repaired first, and the records an earlier version moved aside to the stale
+        file are folded back; records with another key stay in the file for the run they belong to.
         """
         with self._lock():
             scan = self._scan()
-            done: dict[str, dict] = {}
-            stale: list[dict] = []
-            for rec in scan.records:
-                tid = rec["trial_id"]
-                if expected_keys.get(tid) == rec["cache_key"] and tid not in done:
-                    done[tid] = rec
-                elif tid not in done:
-                    stale.append(rec)
-            if stale:
-                with _appending(self.stale_path) as f:
-                    f.writelines(json.dumps(r, sort_keys=True) + "\n" for r in stale)
-            if stale or not scan.clean:
+            aside = RecordStore(self.stale_path)
+            kept = aside._scan() if aside.path.exists() else None
+            back = [] if kept is None else _absent(scan.records, kept.records)
+            if back or not scan.clean:
                 self._quarantine(scan)
-                self._rewrite(done.values())
+                self._rewrite(scan.records + back)  # before the stale file loses them: a crash keeps both
+            if kept is not None:
+                aside._quarantine(kept)  # its lines that are not records go to <task>.stale.rejected
+                # what stays aside: earlier answers of trials recorded again (each a call made)
+                folded = {id(r) for r in back}
+                if rest := [r for r in kept.records if id(r) not in folded]:
+                    aside._rewrite(rest)
+                else:
+                    aside.path.unlink()
+                if back:
+                    log.info("%s: %d record(s) kept in %s are back in the file", self.path, len(back),
+                             aside.path.name)
+            done: dict[str, dict] = {}
+            for rec in scan.records + back:
+                if expected_keys.get(rec["trial_id"]) == rec["cache_key"]:
+                    done.setdefault(rec["trial_id"], rec)
         return done
 
     @property
@@ -363,9 +384,9 @@ class RecordStore:
 
     def attempts(self) -> list[dict]:
         """Every record of the task's calls made so far: the file's, the failed attempts set aside
-        and the stale records moved aside (each was a call, paid where the model is)."""
+        and what an earlier version moved aside as stale (each was a call, paid where the model is)."""
         return [r for path in (self.path, self.failed_path, self.stale_path)
-                for r in RecordStore(path).read()]
+                for r in RecordStore(path)._scan().records]
 
     def _rewrite(self, records: Iterable[dict]) -> None:
         tmp = self.path.with_suffix(".tmp")
@@ -390,15 +411,19 @@ class RecordStore:
             os.fsync(f.fileno())
 
     def drift_from(self, logged: bytes) -> Drift:
-        """How the file differs from ``logged`` (the file as a finished run scored it): records
-        rewritten or changed after they were written (checksums of content, so records without a
-        checksum compare too), and records gone (lines deleted, a partial backup restored, a file
-        cut short or made unreadable); ``scored`` is set to the logged trials."""
+        """How the store differs from ``logged`` (the records a finished run scored), record by
+        (trial, cache key): records rewritten or changed after they were written (checksums of
+        content, so records without a checksum compare too), and records gone (lines deleted, a
+        partial backup restored, a file cut short or made unreadable). Records of other runs'
+        trials are neither; those an earlier version moved aside count as present. ``scored`` is
+        set to the logged trials."""
         before = _content_checksums(logged)
-        self.scored = set(before)
-        now = _content_checksums(self.path.read_bytes() if self.path.exists() else b"")
-        return Drift(changed=[tid for tid, (c, _) in now.items() if tid in before and c != before[tid][0]],
-                     missing={tid: stimulus for tid, (_, stimulus) in before.items() if tid not in now})
+        self.scored = {tid for tid, _ in before}
+        # the file's line wins over one moved aside: it is the one a run reads
+        now = _content_checksums(b"\n".join(p.read_bytes() for p in (self.stale_path, self.path) if p.exists()))
+        return Drift(changed=[tid for (tid, key), (c, _) in now.items()
+                              if (tid, key) in before and c != before[tid, key][0]],
+                     missing={tid: stimulus for (tid, key), (_, stimulus) in before.items() if (tid, key) not in now})
 
     def digest(self) -> str:
         """sha256 of the file as it is (empty string's hash when absent): the up-to-date check
@@ -407,15 +432,21 @@ class RecordStore:
         return hashlib.sha256(data).hexdigest()
 
 
-def _content_checksums(data: bytes) -> dict[str, tuple[str, str]]:
-    """trial id -> (:func:`record_checksum`, stimulus id) of every line that is a JSON object with
-    a trial id, valid or not (a changed line is compared by what it says now)."""
+def _content_checksums(data: bytes) -> dict[tuple[str, str], tuple[str, str]]:
+    """(trial id, cache key) -> (:func:`record_checksum`, stimulus id) of every line that is a JSON
+    object with a trial id, valid or not (a changed line is compared by what it says now)."""
     out = {}
     for raw in data.splitlines():
         with contextlib.suppress(ValueError, AttributeError, KeyError, TypeError):
             rec = json.loads(raw)
-            out[rec["trial_id"]] = (record_checksum(rec), str(rec.get("stimulus_id", "?")))
+            out[rec["trial_id"], str(rec.get("cache_key"))] = (record_checksum(rec), str(rec.get("stimulus_id", "?")))
     return out
+
+
+def _absent(records: list[dict], others: list[dict]) -> list[dict]:
+    """The records of ``others`` whose (trial, cache key) ``records`` lacks."""
+    have = {(r["trial_id"], r["cache_key"]) for r in records}
+    return [r for r in others if (r["trial_id"], r["cache_key"]) not in have]
 
 
 def _appending(path: Path):
@@ -431,7 +462,13 @@ def per_stimulus(records: list[dict]) -> list[dict]:
     from ..readouts.parse import aggregate_reps
 
     groups: dict[str, list[dict]] = {}
+    trials: set[tuple[str, int]] = set()
     for r in records:
+        if (r["stimulus_id"], r["rep"]) in trials:  # a record file keeps every setting's: which is meant is unknown
+            raise RecordError(f"stimulus {r['stimulus_id']} rep {r['rep']}: recorded under more than one cache key "
+                              f"(the file keeps the trials of every setting run: model, prompt, options); score "
+                              f"the records one run scored, its MLflow artifact records/{r.get('task_id')}.jsonl")
+        trials.add((r["stimulus_id"], r["rep"]))
         groups.setdefault(r["stimulus_id"], []).append(r)
     out = []
     for recs in groups.values():
