@@ -625,7 +625,7 @@ def _check_model_options(recipe: Recipe, lines: dict, path: str | Path) -> None:
         except ModelError as e:
             raise RecipeError(f"{lines.get(('models', i, 'source'), path)}: models.{i}.source: {e}") from None
         try:
-            options.model_validate(m.options)
+            options.model_validate(m.options, context={"weights": m.weights})  # refuses options they never read
         except ValidationError as e:
             raise RecipeError(_validation_message(e, lines, str(path), ("models", i, "options"), options)) from None
 

@@ -30,6 +30,7 @@ from .models.api_costs import (USAGE_METRICS, Budget, BudgetReached, Price, batt
                                estimate_input_tokens, price_of, spend, task_usage)
 from .models.base import CAPABILITIES, ModelAdapter, ModelError, ModelSpec, NotReady, fingerprint_hash
 from .models.device import cpu_heap_wanted, long_lived_frozen
+from .models.loader_options import OptionRefused
 from .models.memory import Fit, adapter_fit
 from .models.registry import make_adapter
 from .models.weights import check_checkpoint
@@ -236,6 +237,15 @@ def check_weights(recipe: Recipe) -> None:
                 raise RecipeError(f"{where}: {e}") from None
 
 
+def refuse_option(recipe: Recipe, e: ModelError) -> None:
+    """A setting of a model entry that its loader refuses or never reads is bad input at its
+    recipe line (exit 2), not a model this machine lacks."""
+    if isinstance(e, OptionRefused):
+        place: tuple[str | int, ...] = ("models", next(i for i, m in enumerate(recipe.models) if m.id == e.model_id),
+                                        *e.key)
+        raise RecipeError(f"{recipe.where(*place)}: {'.'.join(map(str, place))}: {e.what}") from None
+
+
 def preflight(recipe: Recipe, *, list_missing: bool = False, run_code: bool = True
               ) -> tuple[list[Planned], dict[str, StimulusSet], Sources]:
     """Everything that can fail before a run. Models that cannot be resolved (an API key not set,
@@ -254,6 +264,7 @@ def preflight(recipe: Recipe, *, list_missing: bool = False, run_code: bool = Tr
         try:
             p.adapter.check()  # resolves the name (and offline weights) without loading them
         except ModelError as e:
+            refuse_option(recipe, e)
             p.missing, p.not_ready = str(e), isinstance(e, NotReady)
             continue
         p.fit = adapter_fit(p.adapter)  # weights that cannot fit are refused before any model loads

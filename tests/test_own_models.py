@@ -183,7 +183,7 @@ def test_trust_remote_code_is_refused_unless_the_entry_allows_it(tmp_path):
     from harness.run import model_specs
 
     assert model_specs(recipe)[0].trust_remote_code is True
-    build_adapter(model_specs(recipe)[0])  # allowed in so many words
+    make_adapter(model_specs(recipe)[0])  # allowed in so many words (timm's own check then refuses the key)
 
 
 def test_gestalt_help_imports_neither_torch_nor_the_api():

@@ -17,19 +17,20 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from PIL import Image
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from ..memo import Memo
 from ..options import PathOption
 from .base import ModelAdapter, ModelError, ModelSpec, not_in_hub_cache
 from .device import (BatchOptions, BatchSizer, autocast, compute_precision, is_conv_net, is_cuda, place, planned_device,
                      to_device)
+from .loader_options import OptionRefused, dist_stamp, hf_model_refusal, timm_refusal
 from .memory import hf_weight_files
-from .weights import check_keys, checkpoint_keys, load_by_order, pypi_weights
+from .weights import check_keys, checkpoint_keys, load_by_order, pypi_weights, weights_kind
 
 
 def _version(dist: str) -> str:
@@ -71,21 +72,6 @@ def seeded_init(spec: ModelSpec) -> Iterator[None]:
         yield
 
 
-def _dist_stamp(dist: str) -> str:
-    """A distribution's version and the time its metadata was written (a reinstall of the same
-    version, an editable checkout's reinstall, changes it)."""
-    try:
-        d = importlib.metadata.distribution(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return f"{dist}==absent"
-    where = getattr(d, "_path", None)
-    try:
-        stamp = Path(where).stat().st_mtime_ns if where is not None else "?"
-    except OSError:
-        stamp = "?"
-    return f"{dist}=={d.version}@{stamp}"
-
-
 def _plain(value: Any) -> Any:
     """``value`` as JSON has it (tuples as lists, others as str), which is how the fingerprint
     hash sees it: a remembered value and a fresh one hash the same."""
@@ -97,13 +83,39 @@ def _tuples(value: Any) -> Any:
     return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
+RANDOM_ONLY = "never read unless weights: random (it seeds a random initialisation)"
+
+
 class EncoderOptions(BatchOptions):
     init_seed: int = Field(0, ge=0, le=2**32 - 1)  # weights: random
+    # option -> the kinds of weights (weights.weights_kind) that read it, and what to say otherwise
+    READ_WITH: ClassVar[dict[str, tuple[tuple[str, ...], str]]] = {"init_seed": (("random",), RANDOM_ONLY)}
+
+    @classmethod
+    def unread(cls, key: str, weights: str | None) -> str | None:
+        """Why an option set with these weights would be ignored; None where they read it."""
+        kinds, why = cls.READ_WITH.get(key, (None, ""))
+        return None if kinds is None or weights_kind(weights) in kinds else why
+
+    @field_validator("*")
+    @classmethod
+    def _read_by_the_weights(cls, value: Any, info: ValidationInfo) -> Any:
+        """A recipe validates its options with its entry's weights (the context): an option those
+        weights never read is refused, not ignored."""
+        context = info.context or {}
+        if info.field_name and "weights" in context and (why := cls.unread(info.field_name, context["weights"])):
+            raise ValueError(why)
+        return value
 
 
 class TimmOptions(EncoderOptions):
     model_kwargs: dict[str, Any] = Field(default_factory=dict)  # to timm.create_model
     hf_hub_id: str | None = None
+    READ_WITH = {
+        **EncoderOptions.READ_WITH,
+        "model_kwargs": (("random", "hub", "named"), "never read with pypi: weights, whose tensors load into the "
+                                                    "architecture as timm builds it by default"),
+        "hf_hub_id": (("hub",), "never read unless weights: hub")}
 
 
 class OpenClipOptions(EncoderOptions):
@@ -113,6 +125,13 @@ class OpenClipOptions(EncoderOptions):
 class HFEncoderOptions(EncoderOptions):
     model_kwargs: dict[str, Any] = Field(default_factory=dict)  # to from_pretrained
     pooling: Literal["pooler", "cls", "mean"] = "pooler"
+    READ_WITH = {"init_seed": ((), "never read: an hf model loads the weights its name holds")}
+
+
+# from_pretrained keys an hf encoder's entry sets itself: in model_kwargs they would clash or be undone
+HF_ENTRY_KEYS = {"revision": "set by the entry's revision", "dtype": "set by the entry's dtype",
+                 "torch_dtype": "set by the entry's dtype",
+                 "device_map": "an hf encoder is placed whole on runtime.device (device_map is an hf-vlm option)"}
 
 
 class TorchEncoder(ModelAdapter):
@@ -129,7 +148,10 @@ class TorchEncoder(ModelAdapter):
 
     # -- what subclasses provide
     def check(self) -> None:
-        raise NotImplementedError
+        """Refuse an option these weights never read (a recipe's are refused at load already)."""
+        for key in self.spec.options:
+            if why := self.Options.unread(key, self.spec.weights):
+                raise OptionRefused(self.spec.id, ("options", key), why)
 
     def _load(self) -> tuple[Any, Callable[[Image.Image], Any]]:
         raise NotImplementedError
@@ -250,7 +272,7 @@ class TimmEncoder(TorchEncoder):
     def _timm_facts(self) -> dict[str, Any]:
         """What check and fingerprint read from timm (is the name an architecture, its
         preprocessing), remembered per timm build and name so a rerun does not import timm."""
-        key = f"{_dist_stamp('timm')}|{self.spec.name}"
+        key = f"{dist_stamp('timm')}|{self.spec.name}"
         memo = Memo("timm_facts")
         facts = memo.get(key)
         if not isinstance(facts, dict):
@@ -268,6 +290,7 @@ class TimmEncoder(TorchEncoder):
                 "preprocess": None if pre is None else {k: _tuples(v) for k, v in pre.items()}}
 
     def check(self) -> None:
+        super().check()
         if not self._timm_facts()["is_model"]:
             import difflib
 
@@ -276,6 +299,8 @@ class TimmEncoder(TorchEncoder):
             near = difflib.get_close_matches(self.spec.name, timm.list_models(), n=1, cutoff=0.8)
             raise ModelError(f"model {self.spec.id!r}: timm has no architecture {self.spec.name!r}"
                              + (f"; did you mean {near[0]}?" if near else ""))
+        if refused := timm_refusal(self.spec.name, self.spec.options.get("model_kwargs") or {}):
+            raise OptionRefused(self.spec.id, ("options", "model_kwargs", *refused[0]), refused[1])
         pkg = pypi_weights(self.spec.weights)
         if pkg is not None:
             if pkg.architecture != self.spec.name:
@@ -297,7 +322,7 @@ class TimmEncoder(TorchEncoder):
         """The names of the architecture's state dict, from a model built on the meta device (no
         memory, no initialisation), remembered per timm build, name and model_kwargs."""
         kwargs = self.spec.options.get("model_kwargs", {})
-        key = f"{_dist_stamp('timm')}|{self.spec.name}|state_keys|{json.dumps(kwargs, sort_keys=True)}"
+        key = f"{dist_stamp('timm')}|{self.spec.name}|state_keys|{json.dumps(kwargs, sort_keys=True)}"
         memo = Memo("timm_facts")
         keys = memo.get(key)
         if not isinstance(keys, list):
@@ -350,7 +375,7 @@ class TimmEncoder(TorchEncoder):
 
     def _hub_kwargs(self) -> dict[str, Any]:
         s = self.spec
-        kwargs: dict[str, Any] = {"pretrained": True}
+        kwargs: dict[str, Any] = {"pretrained": True, **s.options.get("model_kwargs", {})}
         hub_id = s.options.get("hf_hub_id")
         if hub_id or s.revision:
             import timm
@@ -424,6 +449,7 @@ class OpenClipEncoder(TorchEncoder):
         return open_clip
 
     def check(self) -> None:
+        super().check()
         open_clip = self._register()
         if self.spec.name not in open_clip.list_models():
             raise ModelError(f"model {self.spec.id!r}: open_clip has no config {self.spec.name!r}")
@@ -460,16 +486,29 @@ class HFVisionEncoder(TorchEncoder):
     Options = HFEncoderOptions
 
     def check(self) -> None:
-        name = self.spec.name
-        if Path(name).is_dir():
-            if not (Path(name) / "config.json").is_file():
-                raise ModelError(f"model {self.spec.id!r}: {name}/config.json missing")
-            return
-        from huggingface_hub import try_to_load_from_cache
+        super().check()
+        s = self.spec
+        if s.weights is not None:
+            raise OptionRefused(s.id, ("weights",), "never read: an hf model's weights are those its name holds "
+                                                    "(a hub repo pinned by revision, or a folder)")
+        if Path(s.name).is_dir():
+            if not (Path(s.name) / "config.json").is_file():
+                raise ModelError(f"model {s.id!r}: {s.name}/config.json missing")
+            folder: Path | None = Path(s.name)
+        else:
+            from huggingface_hub import try_to_load_from_cache
 
-        if os.environ.get("HF_HUB_OFFLINE") == "1" and not isinstance(
-                try_to_load_from_cache(name, "config.json", revision=self.spec.revision), str):
-            raise not_in_hub_cache(self.spec.id, f"{name!r} is")
+            cached = try_to_load_from_cache(s.name, "config.json", revision=s.revision)
+            if os.environ.get("HF_HUB_OFFLINE") == "1" and not isinstance(cached, str):
+                raise not_in_hub_cache(s.id, f"{s.name!r} is")
+            folder = Path(cached).parent if isinstance(cached, str) else None  # else: from the hub at load
+        kwargs = s.options.get("model_kwargs") or {}
+        for key in kwargs:
+            if key in HF_ENTRY_KEYS:
+                raise OptionRefused(s.id, ("options", "model_kwargs", key), HF_ENTRY_KEYS[key])
+        if kwargs and folder is not None and (found := hf_model_refusal(folder, "AutoModel", kwargs,
+                                                                         s.trust_remote_code)):
+            raise OptionRefused(s.id, ("options", "model_kwargs", *found[0]), found[1])
 
     def _load(self):
         from transformers import AutoImageProcessor, AutoModel

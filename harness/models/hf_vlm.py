@@ -18,11 +18,12 @@ float32 weights, :mod:`.device`: recorded in the fingerprint when not float32), 
 ``to(device)`` is then a no-op), ``processor_kwargs`` (e.g. Qwen2-VL ``min_pixels``/``max_pixels``:
 they change what the model sees, so they are part of the fingerprint), ``attn_implementation``,
 ``generation`` (the recipe's generation settings; they reach the model through the readout).
+``attn_implementation``, ``device_map`` and ``processor_kwargs`` are tried at preflight on what
+transformers builds without weights (:mod:`.loader_options`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -34,6 +35,7 @@ from pydantic import Field
 
 from .base import Generation, ModelAdapter, ModelError, ModelSpec, not_in_hub_cache
 from .device import BatchOptions, BatchSizer, autocast, compute_precision, is_cuda, planned_device, to_device
+from .loader_options import OptionRefused, local_digest, processor_refusal, vlm_model_refusal
 from .memory import hf_weight_files
 
 ADAPTER_VERSION = "1"  # bump when the prompt assembly or decoding changes
@@ -58,17 +60,15 @@ def chat(prompt: str, image: Image.Image | None = None) -> list[dict[str, Any]]:
     return [{"role": "user", "content": content}]
 
 
-def _local_digest(path: Path) -> str:
-    """Content digest of a local model dir without reading weights: small files' bytes, and the
-    names and sizes of large ones (weight shards)."""
-    h = hashlib.sha256()
-    for f in sorted(p for p in path.rglob("*") if p.is_file()):
-        rel = f.relative_to(path).as_posix()
-        size = f.stat().st_size
-        h.update(f"{rel}\0{size}\0".encode())
-        if size <= 1 << 20:
-            h.update(f.read_bytes())
-    return h.hexdigest()
+def encode(processor: Any, conversations: list[list[dict[str, Any]]]) -> Any:
+    """The model's inputs for a batch of chats: its template, left-padded."""
+    return processor.apply_chat_template(
+        conversations, add_generation_prompt=True, tokenize=True, return_dict=True,
+        return_tensors="pt", processor_kwargs={"padding": True, "padding_side": "left"})
+
+
+# from_pretrained keys the entry sets itself: in processor_kwargs they would be given twice
+ENTRY_KEYS = {"revision": "set by the entry's revision", "trust_remote_code": "set by the entry's trust_remote_code"}
 
 
 class HFVLM(ModelAdapter):
@@ -95,6 +95,12 @@ class HFVLM(ModelAdapter):
         s = self.spec
         if s.dtype not in DTYPES:
             raise ModelError(f"model {s.id!r}: dtype {s.dtype!r} is not one of {sorted(DTYPES)}")
+        if s.weights is not None:
+            raise OptionRefused(s.id, ("weights",), "never read: an hf-vlm model's weights are those its name "
+                                                    "holds (a hub repo pinned by revision, or a folder)")
+        for key in s.options.get("processor_kwargs", {}):
+            if key in ENTRY_KEYS:
+                raise OptionRefused(s.id, ("options", "processor_kwargs", key), ENTRY_KEYS[key])
         if self._local is not None:
             config = self._local / "config.json"
         else:
@@ -109,6 +115,19 @@ class HFVLM(ModelAdapter):
         if not config.is_file():
             raise ModelError(f"model {s.id!r}: {config} missing")
         self._check_architecture(json.loads(config.read_text()), config)
+        self._check_loader_options(config.parent)
+
+    def _check_loader_options(self, folder: Path) -> None:
+        """The settings from_pretrained and the processor take, tried on what they build without
+        weights (:mod:`.loader_options`)."""
+        s = self.spec
+        found = vlm_model_refusal(folder, s.options, s.trust_remote_code)
+        if found is None and (kwargs := s.options.get("processor_kwargs")):
+            blank = chat("?", Image.new("RGB", (32, 32), "white"))
+            found = processor_refusal(folder, kwargs, s.trust_remote_code, lambda p: encode(p, [blank]))
+            found = found and (("processor_kwargs", *found[0]), found[1])
+        if found is not None:
+            raise OptionRefused(s.id, ("options", *found[0]), found[1])
 
     def _check_architecture(self, config: dict, where: Path) -> None:
         from transformers.models.auto.modeling_auto import (
@@ -133,7 +152,7 @@ class HFVLM(ModelAdapter):
               "adapter": f"hf-vlm/{ADAPTER_VERSION}",
               "transformers": importlib.metadata.version("transformers")}
         if self._local is not None:
-            fp["local_sha256"] = _local_digest(self._local)
+            fp["local_sha256"] = local_digest(self._local)
         if self.precision != "float32":  # only then: a float32 run's fingerprint is the one it always had
             fp["precision"] = self.precision
         return fp
@@ -149,7 +168,7 @@ class HFVLM(ModelAdapter):
         if s.revision:
             return f"{s.name}@{s.revision}"
         if self._local is not None:
-            return f"{s.name}@local-{_local_digest(self._local)[:12]}"
+            return f"{s.name}@local-{local_digest(self._local)[:12]}"
         return s.name
 
     # -- weights ---------------------------------------------------------------------------
@@ -229,9 +248,7 @@ class HFVLM(ModelAdapter):
         model = self.load()
         processor = self._processor
         conversations = [chat(p, im.convert("RGB")) for im, p in zip(images, prompts)]
-        inputs = processor.apply_chat_template(
-            conversations, add_generation_prompt=True, tokenize=True, return_dict=True,
-            return_tensors="pt", processor_kwargs={"padding": True, "padding_side": "left"})
+        inputs = encode(processor, conversations)
         if is_cuda(str(model.device)):  # pinned, asynchronous copies of each input tensor
             for key, value in list(inputs.items()):
                 if isinstance(value, torch.Tensor):

