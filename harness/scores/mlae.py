@@ -54,6 +54,7 @@ bars' mask: |T & G| / |T | G|.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import combinations
 from typing import Any, Literal
 
@@ -63,7 +64,7 @@ from scipy import stats
 from ..stimuli.bars.authors import RENDERED_BY
 from ..stimuli.bars.humans import MLAEReferences
 from ..stimuli.bars.render import ChartImage, target_masks
-from ..stimuli.base import StimulusSet, by_id
+from ..stimuli.base import Stimulus, StimulusSet, by_id
 from .bootstrap import N_BOOT_DEFAULT, Statistic, bootstrap, resample_indices
 from .record import Score
 from .tasks import Bootstrap
@@ -292,109 +293,164 @@ def _human_for(refs: MLAEReferences, form: str, parameter: str | None, level: An
     return out
 
 
-def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, boot: Bootstrap = Bootstrap()) -> list[Score]:
-    seed, n_boot = boot.seed, boot.n_boot
-    version = stimset.version
-    refs = stimset.human_as(MLAEReferences)
-    stimuli = by_id(stimset.stimuli)
+@dataclass(frozen=True)
+class ChartScoring:
+    """What every step of the scorer reads: the task's charts, its human references and the
+    bootstrap settings."""
+
+    stimuli: dict[str, Stimulus]
+    refs: MLAEReferences
+    version: str
+    seed: int
+    n_boot: int
+
+
+def answers_by_condition(records: list[dict]) -> dict[tuple, list[dict]]:
+    """The records grouped by (parameter, level): (None, None) for the IID test charts."""
     groups: dict[tuple, list[dict]] = {}
     for r in records:
         mv = r.get("manipulated_value")
         key = (None, None) if not mv else (mv["parameter"], _level_key(mv["level"]))
         groups.setdefault(key, []).append(r)
+    return groups
 
-    def lae_of(recs: list[dict]) -> tuple[dict[str, float], int]:
-        out, nulls = {}, 0
-        for r in recs:
-            if r["parse_status"] != "ok" or r["response"] is None:
-                nulls += 1
-                continue
-            est = as_fraction(r["response"], _response_scale(r))
-            out[r["stimulus_id"]] = float(log_abs_error(est, float(r["ground_truth"]), scale="fraction"))
-        return out, nulls
 
-    scores: list[Score] = []
+def log_errors(records: list[dict]) -> tuple[dict[str, float], int]:
+    """Each parseable answer's LAE by stimulus id, and the count of nulls."""
+    out, nulls = {}, 0
+    for r in records:
+        if r["parse_status"] != "ok" or r["response"] is None:
+            nulls += 1
+            continue
+        est = as_fraction(r["response"], _response_scale(r))
+        out[r["stimulus_id"]] = float(log_abs_error(est, float(r["ground_truth"]), scale="fraction"))
+    return out, nulls
 
-    def form_scores(prefix: str, recs: list[dict], parameter, level) -> dict[str, float]:
-        lae, nulls = lae_of(recs)
-        ids = sorted(lae)
-        truth = np.array([float(stimuli[i].ground_truth) for i in ids])
-        abs_pct = np.exp2(np.array([lae[i] for i in ids])) - OFFSET
-        for form, name in SCORE_NAMES.items():
-            value, lo, hi = bootstrap(_form_stat(form, abs_pct), len(ids), n_boot, seed)
-            human = _human_for(refs, form, parameter, level)
-            floor = chance_mlae(truth, scale="fraction", form=form, seed=seed) if len(ids) else None
-            charts = charts_boot(n_boot)
-            scores.append(Score(name=f"{prefix}{name}", value=value, ci_low=lo, ci_high=hi, n=len(ids),
-                                nulls=nulls, method=f"{FORMS[form]}; {charts}; floor = uniform guessing",
-                                version=version, floor=floor, extra={"human": human} if human else {}))
-            for ref_name, h in human.items():
-                if ref_name in ("grape_user_study", "cleveland_mcgill_1984") and parameter is None:
-                    d, d_lo, d_hi, how = minus_human(value, lo, hi, h)
-                    scores.append(Score(
-                        name=f"{prefix}{name}_minus_human", value=d, ci_low=d_lo, ci_high=d_hi,
-                        n=len(ids), nulls=nulls, version=version,
-                        method=f"model {name} minus the human {ref_name} MLAE; model side: {charts}; {how}",
-                        extra={"human_reference": ref_name, "human": h}))
-        return lae
 
-    iid = form_scores("", groups.get((None, None), []), None, None)
-    iid_lae = np.array(list(iid.values()))
-    if len(iid_lae) >= 8 and np.ptp(iid_lae) > 0:  # the test needs n >= 8 and some spread
-        stat, p = normality(iid_lae)
-        scores.append(Score(name="lae_normality_p", value=p, ci_low=None, ci_high=None,
-                            n=len(iid_lae), nulls=0,
-                            method="D'Agostino-Pearson K^2 test (scipy.stats.normaltest) of IID log errors",
-                            version=version, extra={"statistic": stat}))
-    deviations: dict[str, list[float]] = {}
-    for (parameter, level), recs in sorted((k, v) for k, v in groups.items() if k[0] is not None):
-        if parameter == RENDERED_BY:  # the same task's charts from another renderer, not a perturbation
-            other = form_scores(f"{RENDERED_BY}.{level}.", recs, None, None)
-            if other and iid:
-                value, lo, hi = unpaired_gap(np.array(list(other.values())), iid_lae, n_boot, seed)
+def mlae_scores(ctx: ChartScoring, prefix: str, records: list[dict], parameter: str | None,
+                level: Any) -> tuple[list[Score], dict[str, float]]:
+    """The three MLAE forms of one set of charts with the uniform-guessing floor and the human
+    references of each form, and model minus human where the standard condition's people are
+    published; with the charts' LAEs by stimulus id."""
+    lae, nulls = log_errors(records)
+    ids = sorted(lae)
+    truth = np.array([float(ctx.stimuli[i].ground_truth) for i in ids])
+    abs_pct = np.exp2(np.array([lae[i] for i in ids])) - OFFSET
+    charts = charts_boot(ctx.n_boot)
+    scores = []
+    for form, name in SCORE_NAMES.items():
+        value, lo, hi = bootstrap(_form_stat(form, abs_pct), len(ids), ctx.n_boot, ctx.seed)
+        human = _human_for(ctx.refs, form, parameter, level)
+        floor = chance_mlae(truth, scale="fraction", form=form, seed=ctx.seed) if len(ids) else None
+        scores.append(Score(name=f"{prefix}{name}", value=value, ci_low=lo, ci_high=hi, n=len(ids),
+                            nulls=nulls, method=f"{FORMS[form]}; {charts}; floor = uniform guessing",
+                            version=ctx.version, floor=floor, extra={"human": human} if human else {}))
+        for ref_name, h in human.items():
+            if ref_name in ("grape_user_study", "cleveland_mcgill_1984") and parameter is None:
+                d, d_lo, d_hi, how = minus_human(value, lo, hi, h)
                 scores.append(Score(
-                    name=f"{RENDERED_BY}.{level}.mlae_gap", value=value, ci_low=lo, ci_high=hi,
-                    n=len(other), nulls=len(recs) - len(other), version=version,
-                    method=(f"MLAE (mean form) on the charts rendered by {level} minus MLAE on the task's "
-                            f"own IID test charts; {charts_boot(n_boot, 'the charts of each set, independently')}")))
-            continue
-        prefix = f"ood.{parameter}.{level}."
-        ood = form_scores(prefix, recs, parameter, recs[0]["manipulated_value"]["level"])
-        pairs = [(v, iid[stimuli[sid].meta["base_id"]]) for sid, v in ood.items()
-                 if stimuli[sid].meta.get("base_id") in iid]
-        if not pairs:
-            continue
-        o, b = (np.array(x) for x in zip(*pairs))
-        deviations.setdefault(parameter, []).extend(np.abs(o - b).tolist())
-        lvl = recs[0]["manipulated_value"]["level"]
-        human = _human_for(refs, "grape", parameter, lvl)
-        standard = refs.standard
-        extra = {}
-        if "grape_user_study" in human and standard:
-            extra["human_delta_mlae"] = round(human["grape_user_study"]["mlae"] - standard.mlae, 6)
-        for name, absolute, method in (
-                ("delta_mlae", False, "GRAPE Eq. 3: mean over paired charts of LAE(OOD) - LAE(IID)"),
-                ("deviation", True, "mean over paired charts of |LAE(OOD) - LAE(IID)| (GRAPE notebooks)")):
-            value, lo, hi = paired_delta(o, b, n_boot, seed, absolute)
-            scores.append(Score(name=f"{prefix}{name}", value=value, ci_low=lo, ci_high=hi, n=len(o),
-                                nulls=len(recs) - len(o), method=f"{method}; {charts_boot(n_boot, 'paired charts')}",
-                                version=version, extra=extra if name == "delta_mlae" else {}))
+                    name=f"{prefix}{name}_minus_human", value=d, ci_low=d_lo, ci_high=d_hi,
+                    n=len(ids), nulls=nulls, version=ctx.version,
+                    method=f"model {name} minus the human {ref_name} MLAE; model side: {charts}; {how}",
+                    extra={"human_reference": ref_name, "human": h}))
+    return scores, lae
+
+
+def lae_normality(ctx: ChartScoring, iid_lae: np.ndarray) -> list[Score]:
+    """D'Agostino-Pearson's p of the IID log errors, where the test applies (n >= 8, some spread)."""
+    if len(iid_lae) < 8 or np.ptp(iid_lae) == 0:
+        return []
+    stat, p = normality(iid_lae)
+    return [Score(name="lae_normality_p", value=p, ci_low=None, ci_high=None, n=len(iid_lae), nulls=0,
+                  method="D'Agostino-Pearson K^2 test (scipy.stats.normaltest) of IID log errors",
+                  version=ctx.version, extra={"statistic": stat})]
+
+
+def renderer_gap(ctx: ChartScoring, renderer: str, records: list[dict], iid: dict[str, float],
+                 iid_lae: np.ndarray) -> list[Score]:
+    """The task's charts drawn by another renderer (not a perturbation): their MLAE forms, and
+    their mean-form MLAE minus the task's own IID charts', the two sets resampled independently."""
+    scores, other = mlae_scores(ctx, f"{RENDERED_BY}.{renderer}.", records, None, None)
+    if other and iid:
+        value, lo, hi = unpaired_gap(np.array(list(other.values())), iid_lae, ctx.n_boot, ctx.seed)
+        scores.append(Score(
+            name=f"{RENDERED_BY}.{renderer}.mlae_gap", value=value, ci_low=lo, ci_high=hi,
+            n=len(other), nulls=len(records) - len(other), version=ctx.version,
+            method=(f"MLAE (mean form) on the charts rendered by {renderer} minus MLAE on the task's "
+                    f"own IID test charts; {charts_boot(ctx.n_boot, 'the charts of each set, independently')}")))
+    return scores
+
+
+def delta_mlae_scores(ctx: ChartScoring, parameter: str, level_key: str, records: list[dict],
+                      iid: dict[str, float]) -> tuple[list[Score], list[float]]:
+    """One OOD level: its MLAE forms, then Delta-MLAE (GRAPE Eq. 3) and the deviation over the
+    charts paired with their IID twins; with the pairs' |LAE(OOD) - LAE(IID)|."""
+    prefix = f"ood.{parameter}.{level_key}."
+    level = records[0]["manipulated_value"]["level"]
+    scores, ood = mlae_scores(ctx, prefix, records, parameter, level)
+    pairs = [(v, iid[ctx.stimuli[sid].meta["base_id"]]) for sid, v in ood.items()
+             if ctx.stimuli[sid].meta.get("base_id") in iid]
+    if not pairs:
+        return scores, []
+    o, b = (np.array(x) for x in zip(*pairs))
+    human = _human_for(ctx.refs, "grape", parameter, level)
+    standard = ctx.refs.standard
+    extra = {}
+    if "grape_user_study" in human and standard:
+        extra["human_delta_mlae"] = round(human["grape_user_study"]["mlae"] - standard.mlae, 6)
+    for name, absolute, method in (
+            ("delta_mlae", False, "GRAPE Eq. 3: mean over paired charts of LAE(OOD) - LAE(IID)"),
+            ("deviation", True, "mean over paired charts of |LAE(OOD) - LAE(IID)| (GRAPE notebooks)")):
+        value, lo, hi = paired_delta(o, b, ctx.n_boot, ctx.seed, absolute)
+        scores.append(Score(name=f"{prefix}{name}", value=value, ci_low=lo, ci_high=hi, n=len(o),
+                            nulls=len(records) - len(o),
+                            method=f"{method}; {charts_boot(ctx.n_boot, 'paired charts')}",
+                            version=ctx.version, extra=extra if name == "delta_mlae" else {}))
+    return scores, np.abs(o - b).tolist()
+
+
+def parameter_deviations(ctx: ChartScoring, deviations: dict[str, list[float]]) -> list[Score]:
+    """Each parameter's deviation over all its levels (GRAPE Fig. 7b), and the share of parameter
+    pairs whose deviations differ by Student's t-test."""
+    scores = []
     for parameter, devs in sorted(deviations.items()):
         d = np.array(devs)
-        value, lo, hi = bootstrap(_mean_of(d), len(d), n_boot, seed)
+        value, lo, hi = bootstrap(_mean_of(d), len(d), ctx.n_boot, ctx.seed)
         scores.append(Score(name=f"ood.{parameter}.deviation", value=value, ci_low=lo, ci_high=hi,
-                            n=len(d), nulls=0, version=version,
+                            n=len(d), nulls=0, version=ctx.version,
                             method="mean |LAE(OOD) - LAE(IID)| over all levels' paired charts "
-                                   f"(GRAPE Fig. 7b); {charts_boot(n_boot, 'paired charts')}"))
+                                   f"(GRAPE Fig. 7b); {charts_boot(ctx.n_boot, 'paired charts')}"))
     if len(deviations) >= 2:
         tests = deviation_ttests({k: np.array(v) for k, v in deviations.items()})
         share = float(np.mean([t["p"] < TTEST_ALPHA for t in tests]))
         scores.append(Score(name="deviation_ttests_significant", value=share, ci_low=None, ci_high=None,
-                            n=len(tests), nulls=0, version=version,
+                            n=len(tests), nulls=0, version=ctx.version,
                             method=(f"share of parameter pairs whose per-chart |Delta LAE| differ by "
                                     f"Student's t-test at p < {TTEST_ALPHA} (levels pooled per parameter)"),
                             extra={"tests": tests}))
-    scores += _gradcam_scores(groups, stimset, stimuli, version, seed, n_boot)
+    return scores
+
+
+def score_mlae_vs_humans(records: list[dict], stimset: StimulusSet, *, boot: Bootstrap = Bootstrap()) -> list[Score]:
+    """MLAE of the IID test charts, then of each other renderer's and OOD level's charts with
+    Delta-MLAE against their IID twins, the parameters' deviations and Grad-CAM IoU."""
+    ctx = ChartScoring(stimuli=by_id(stimset.stimuli), refs=stimset.human_as(MLAEReferences),
+                       version=stimset.version, seed=boot.seed, n_boot=boot.n_boot)
+    groups = answers_by_condition(records)
+    scores, iid = mlae_scores(ctx, "", groups.get((None, None), []), None, None)
+    iid_lae = np.array(list(iid.values()))
+    scores += lae_normality(ctx, iid_lae)
+    deviations: dict[str, list[float]] = {}
+    for (parameter, level), recs in sorted((k, v) for k, v in groups.items() if k[0] is not None):
+        if parameter == RENDERED_BY:
+            scores += renderer_gap(ctx, level, recs, iid, iid_lae)
+            continue
+        ood, devs = delta_mlae_scores(ctx, parameter, level, recs, iid)
+        scores += ood
+        if devs:
+            deviations.setdefault(parameter, []).extend(devs)
+    scores += parameter_deviations(ctx, deviations)
+    scores += gradcam_scores(ctx, groups)
     return scores
 
 
@@ -410,23 +466,23 @@ def _mean_of(values: np.ndarray) -> Statistic:
     return lambda idx: values[idx].mean(axis=-1)
 
 
-def _gradcam_scores(groups, stimset, stimuli, version, seed, n_boot) -> list[Score]:
+def gradcam_scores(ctx: ChartScoring, groups: dict[tuple, list[dict]]) -> list[Score]:
+    """Grad-CAM IoU (GRAPE Eq. 4) per condition, over the generated charts whose records carry a map."""
+    stimuli, n_boot = ctx.stimuli, ctx.n_boot
     out = []
     for (parameter, level), recs in sorted(groups.items(), key=lambda kv: (kv[0][0] or "", kv[0][1] or "")):
-        # only generated charts have a known target mask
-        with_cam = [(r, cam) for r, cam in ((r, record_cam(r)) for r in recs) if cam is not None
-                    and isinstance(stimuli[r["stimulus_id"]].image_source, ChartImage)]
-        if not with_cam:
-            continue
         ious = []
-        for r, cam in with_cam:
-            src = stimuli[r["stimulus_id"]].image_source
-            ious.append(gradcam_iou(cam, target_masks(src.charts, [src.index])[0]))
+        for r in recs:
+            cam, src = record_cam(r), stimuli[r["stimulus_id"]].image_source
+            if cam is not None and isinstance(src, ChartImage):  # only generated charts have a known mask
+                ious.append(gradcam_iou(cam, target_masks(src.charts, [src.index])[0]))
+        if not ious:
+            continue
         v = np.array(ious)
-        value, lo, hi = bootstrap(_mean_of(v), len(v), n_boot, seed)
+        value, lo, hi = bootstrap(_mean_of(v), len(v), n_boot, ctx.seed)
         prefix = "" if parameter is None else f"ood.{parameter}.{level}."
         out.append(Score(name=f"{prefix}gradcam_iou", value=value, ci_low=lo, ci_high=hi, n=len(v),
-                         nulls=len(recs) - len(v), version=version, floor=0.0,
+                         nulls=len(recs) - len(v), version=ctx.version, floor=0.0,
                          method=(f"mean IoU of the Grad-CAM region (>= {GRADCAM_THRESHOLD}/255 after "
                                  f"bilinear resize and min-max scaling) with the marked bars' mask; the "
                                  f"map is taken on a layer that keeps both image dimensions (colnet: its "
