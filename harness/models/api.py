@@ -71,7 +71,9 @@ The vendors' reasoning fields are kept in ``Generation.extras['reasoning']``, ne
 Requests in flight per model (:mod:`harness.models.api_concurrency`): ``options.concurrency`` (4)
 at the start, grown while the vendor answers up to ``options.max_concurrency`` (32 when neither is
 set; ``concurrency`` alone stays fixed), cut on a 429 or 529, and held for its retry-after;
-``generate_many`` keeps that many requests in flight. ``options.batch`` sends a battery's trials
+``generate_many`` keeps that many requests in flight, and a battery hands the model its trials
+as calls of their own, ``max_in_flight`` at once (:mod:`harness.trials.runner`), so the window
+alone paces them from the first trial to the last. ``options.batch`` sends a battery's trials
 through the vendor's batch interface instead, at its batch price (:mod:`harness.models.api_batch`).
 """
 
@@ -804,6 +806,12 @@ class APIModel(ModelAdapter):
 
     def _scrub(self, text: str) -> str:
         return scrub_secret(text[:4 * DETAIL_CHARS], self._key())[:DETAIL_CHARS]
+
+    @property
+    def max_in_flight(self) -> int:
+        """The most requests it keeps in flight (its window's ceiling): a battery hands it this many
+        trials at once, each a call of its own, and its window decides how many go out."""
+        return self._window.ceiling
 
     def _client(self) -> httpx2.Client:
         with self._http_lock:

@@ -5,19 +5,30 @@ The adapter is built without weights first; its fingerprint alone decides which 
 already done, so a complete rerun never loads the model. Pending trials are sharded across
 processes; each process appends its own records as each batch finishes (padding items are run
 for lock-step but never written), and every process then reads the complete file back.
+
+An API model in one process (``max_in_flight``: :class:`harness.models.api.APIModel`) is not
+handed batches: each trial is a call of its own, handed over while the model has room, its record
+appended the moment its answer arrives. Its in-flight window stays full from the first trial to
+the last, and a battery killed mid-way loses no answer it paid for (:func:`_as_answered`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import inspect
 import logging
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PIL import Image
 
+from ..models.api_costs import BudgetReached
 from ..models.base import Generation, ModelAdapter, ModelError, ModelSpec, fingerprint_hash
 from ..models.device import (chunk_size, free_device_memory, hub_progress_bars, is_cuda, keep_cpu_heap,
                              prepares_beside)
@@ -46,10 +57,10 @@ def _respond(readout: Any, adapter: CountingAdapter, batch: list[Any]) -> list[R
     that still raises is recorded as a null with the reason (``null:api_error:<kind>`` for a model
     call, ``null:parse_error`` for the readout), so one odd answer never aborts a battery. The
     exception's type is kept, its message is not (it may quote a request)."""
-    try:
-        return readout.respond(adapter, batch)
-    except Exception:  # noqa: BLE001 - isolated per stimulus below
-        if len(batch) > 1:
+    if len(batch) > 1:  # one stimulus that raised is not sent again
+        try:
+            return readout.respond(adapter, batch)
+        except Exception:  # noqa: BLE001 - isolated per stimulus below
             log.warning("%s: a batch of %d raised; answering its stimuli one by one",
                         readout.stimset.task_id, len(batch))
     out: list[Response] = []
@@ -69,15 +80,18 @@ def _respond(readout: Any, adapter: CountingAdapter, batch: list[Any]) -> list[R
 
 class CountingAdapter:
     """Wraps an adapter, counting model calls (one per request: ``generate_many`` of n images is n
-    requests), placing it on its device before the first.
+    requests), placing it on its device before the first; calls may come from several threads
+    (an API model's trials are answered side by side).
 
-    Anything else a readout asks of its model (a regressor's ``fit``) goes to the adapter itself."""
+    Anything else a readout asks of its model (a regressor's ``fit``) goes to the adapter itself,
+    and fails as a call does."""
 
     def __init__(self, adapter: ModelAdapter, device: str | Callable[[], str]):
         self.adapter = adapter
         self._device = device  # a callable is asked on first use (`auto` imports torch to look)
         self.calls = 0
         self._placed = False
+        self._lock = threading.Lock()
 
     @property
     def device(self) -> str:
@@ -91,16 +105,14 @@ class CountingAdapter:
         return self.device if self._placed else None
 
     def _call(self, method: Callable[..., Any], *args: Any, requests: int = 1) -> Any:
-        if not self._placed:
-            if not is_cuda(self.device):
-                keep_cpu_heap()  # before the model's first tensors: its forward passes reuse memory
-            self.adapter.to(self.device)
-            self._placed = True
-        self.calls += requests
-        try:
-            return method(*args)
-        except Exception as e:  # recorded per trial by _respond, never a crash of the battery
-            raise AdapterCallError(type(e).__name__) from e
+        with self._lock:
+            if not self._placed:
+                if not is_cuda(self.device):
+                    keep_cpu_heap()  # before the model's first tensors: its forward passes reuse memory
+                self.adapter.to(self.device)
+                self._placed = True
+            self.calls += requests
+        return _guarded(method, *args)
 
     def release(self) -> None:
         """The model's weights dropped when its battery ends, and where it ran on a GPU the
@@ -123,7 +135,30 @@ class CountingAdapter:
         return self._call(self.adapter.generate_many, images, prompts, settings, requests=len(images))
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.adapter, name)
+        attr = getattr(self.adapter, name)
+        # a regressor's training or Grad-CAM runs the model as its calls do (a missing device, out of memory)
+        return functools.partial(_guarded, attr) if inspect.ismethod(attr) else attr
+
+
+def _guarded(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    try:
+        return method(*args, **kwargs)
+    except Exception as e:  # recorded per trial by _respond, never a crash of the battery
+        raise AdapterCallError(type(e).__name__) from e
+
+
+class _Unprepared:
+    """A readout whose preparing failed in its model (a probe's train split embedded, a regressor
+    trained): each of its trials is that failed call, which the next run makes again."""
+
+    def __init__(self, readout: Any, error: AdapterCallError):
+        self.readout, self.error = readout, error
+
+    def respond(self, model: Any, batch: list[Any]) -> list[Response]:
+        raise AdapterCallError(str(self.error)) from self.error.__cause__
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.readout, name)
 
 
 @dataclass
@@ -192,7 +227,10 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
         with hub_progress_bars(visible):  # a model loads inside, on first use
             with slow_step(f"{model_spec.id} {task.task_id}: loading the model, preparing the readout", visible):
                 readout.prepare_ahead = prepares_beside(adapter.device)
-                readout.prepare(adapter)
+                try:
+                    readout.prepare(adapter)
+                except AdapterCallError as e:
+                    readout = _Unprepared(readout, e)
             mine = dist.shard(len(pending))
             model = adapter
             from ..models.api_batch import batch_job  # httpx2 and asyncio: only with trials to send
@@ -220,45 +258,24 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
 
                 bar = tqdm(total=len(pending), desc=f"{model_spec.id} {task.task_id}", unit="trial",
                            leave=False)
+            trials_of = _Trials(task, stimset, model_spec, readout, readout_name, keys, seed, run_id,
+                                adapter.model_version)
+            # an API model answers each trial apart, as many at once as its window lets out; calls
+            # charged per process together (several processes) keep the chunks in lock-step
+            ceiling = getattr(adapter.adapter, "max_in_flight", None) if batch is None and dist.world == 1 else None
+            if ceiling:  # a readout answers one repetition at a time
+                mine = sorted(mine, key=lambda item: pending[item[0]][1])
             batch_size = chunk_size(model_spec)  # batch_size auto: the most the adapter may try
-            model_version = adapter.model_version
             chunks = [mine[start:start + batch_size] for start in range(0, len(mine), batch_size)]
             # each chunk's distinct stimuli, prepared a chunk ahead while the model answers the one
             # before (where that runs beside the model: models.device.prepares_beside)
             shown = prefetched((list({pending[i][0].stimulus_id: pending[i][0] for i, _ in chunk}.values())
                                 for chunk in chunks), readout.reads if readout.prepare_ahead else None)
-            for chunk, ready in zip(chunks, shown):
-                loaded = {s.stimulus_id: s for s in ready}
-                by_rep: dict[int, list[tuple[Any, bool]]] = {}
-                for i, pad in chunk:
-                    s, rep = pending[i]
-                    by_rep.setdefault(rep, []).append((s, pad))
-                written = []
-                for rep, items in by_rep.items():
-                    readout.rep = rep
-                    t0 = time.perf_counter()
-                    responses = _respond(readout, model, [loaded[s.stimulus_id] for s, _ in items])
-                    per_trial = (time.perf_counter() - t0) / len(items)
-                    records = []
-                    for (s, pad), r in zip(items, responses):
-                        if pad:
-                            continue
-                        key = keys[trial_id(task.task_id, s.stimulus_id, model_spec.id, rep)]
-                        records.append(make_record(
-                            task=task, stimset=stimset, stimulus=s, model_spec=model_spec,
-                            model_version=model_version, readout=readout_name, rep=rep, n_reps=n_reps,
-                            response=r.response, raw_output=r.raw_output, parse_status=r.parse_status,
-                            latency_s=r.latency_s if r.latency_s is not None else round(per_trial, 6),
-                            seed=seed, run_id=run_id, key=key, usage=r.usage, extras=r.extras or None,
-                            correct=r.extras.get("correct") if r.extras else None,
-                            uses_prompt=readout.uses_prompt))
-                    store.append(records)
-                    new += len(records)
-                    written += records
-                if charge is not None:  # a spent budget stops here, the trials so far recorded
-                    charge(written)  # once a chunk: every process's chunk is charged together
-                if bar is not None:
-                    bar.update(min(len(chunk) * dist.world, bar.total - bar.n))
+            handed = ([(pending[i], pad) for i, pad in chunk] for chunk in chunks)
+            if ceiling:
+                new += _as_answered(trials_of, model, handed, shown, store, charge, bar, ceiling)
+            else:
+                new += _in_chunks(trials_of, model, handed, shown, store, charge, bar, dist.world)
             if bar is not None:
                 bar.close()
                 heard()
@@ -276,6 +293,131 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
     return TaskResult(task.task_id, ordered, sum(dist.gather([new])),
                       sum(dist.gather([adapter.calls - calls_before])), readout_name, settings=settings,
                       artifacts=readout.artifacts(adapter))
+
+
+Handed = Iterable[list[tuple[tuple[Any, int], bool]]]  # chunks of ((stimulus, rep), padding)
+
+
+@dataclass
+class _Trials:
+    """What the records of one model's trials of one task share."""
+
+    task: TaskSpec
+    stimset: StimulusSet
+    model_spec: ModelSpec
+    readout: Any
+    readout_name: str
+    keys: dict[str, str]
+    seed: int
+    run_id: str
+    model_version: str
+
+    def record(self, stimulus: Any, rep: int, r: Response, seconds: float) -> dict:
+        """The trial's record; ``seconds``: its share of the call's time, where the model says none."""
+        key = self.keys[trial_id(self.task.task_id, stimulus.stimulus_id, self.model_spec.id, rep)]
+        return make_record(
+            task=self.task, stimset=self.stimset, stimulus=stimulus, model_spec=self.model_spec,
+            model_version=self.model_version, readout=self.readout_name, rep=rep, n_reps=self.readout.n_reps,
+            response=r.response, raw_output=r.raw_output, parse_status=r.parse_status,
+            latency_s=r.latency_s if r.latency_s is not None else round(seconds, 6),
+            seed=self.seed, run_id=self.run_id, key=key, usage=r.usage, extras=r.extras or None,
+            correct=r.extras.get("correct") if r.extras else None, uses_prompt=self.readout.uses_prompt)
+
+
+def _in_chunks(trials: _Trials, model: CountingAdapter, chunks: Handed, shown: Iterable[list[Any]],
+               store: RecordStore, charge: Charger | None, bar: Any, world: int) -> int:
+    """The trials a chunk at a time, each repetition's in one call of the readout; a chunk's records
+    are appended and charged once it is answered (padding items run, never written). Returns the
+    records written."""
+    readout, written = trials.readout, 0
+    for chunk, ready in zip(chunks, shown):
+        loaded = {s.stimulus_id: s for s in ready}
+        by_rep: dict[int, list[tuple[Any, bool]]] = {}
+        for (s, rep), pad in chunk:
+            by_rep.setdefault(rep, []).append((s, pad))
+        records = []
+        for rep, items in by_rep.items():
+            readout.rep = rep
+            t0 = time.perf_counter()
+            responses = _respond(readout, model, [loaded[s.stimulus_id] for s, _ in items])
+            per_trial = (time.perf_counter() - t0) / len(items)
+            answered = [trials.record(s, rep, r, per_trial) for (s, pad), r in zip(items, responses) if not pad]
+            store.append(answered)
+            records += answered
+        written += len(records)
+        if charge is not None:  # a spent budget stops here, the trials so far recorded
+            charge(records)  # once a chunk: every process's chunk is charged together
+        if bar is not None:
+            bar.update(min(len(chunk) * world, bar.total - bar.n))
+    return written
+
+
+def _as_answered(trials: _Trials, model: CountingAdapter, chunks: Handed, shown: Iterable[list[Any]],
+                 store: RecordStore, charge: Charger | None, bar: Any, ceiling: int) -> int:
+    """Each trial a call of its own, handed to the model while fewer than ``ceiling`` (the most it
+    keeps in flight) are out, so its window alone decides how many go to the vendor and never
+    drains at a chunk's end; each record is appended the moment its answer arrives, so a battery
+    killed mid-way loses no answer it paid for. Under a budget a call is handed over only while
+    the budget left covers it and every call out, each at its bound. Calls out when the battery
+    stops (the budget, Ctrl-C) are waited for and recorded: they are paid for. The chunks are in
+    repetition order: the readout answers one repetition at a time. Returns the records written."""
+    readout, written = trials.readout, 0
+    out: dict[Future, tuple[Any, int]] = {}
+
+    def collect() -> None:
+        nonlocal written
+        done, _ = wait(out, return_when=FIRST_COMPLETED)
+        for call in done:
+            stimulus, rep = out.pop(call)
+            record = trials.record(stimulus, rep, *call.result())
+            store.append([record])
+            written += 1
+            if bar is not None:
+                bar.update(1)
+            if charge is not None:
+                charge([record])
+
+    with ThreadPoolExecutor(max_workers=ceiling, thread_name_prefix="gestalt-call") as pool:
+        try:
+            for chunk, ready in zip(chunks, shown):
+                loaded = {s.stimulus_id: s for s in ready}
+                for (s, rep), _ in chunk:
+                    if rep != readout.rep:
+                        while out:
+                            collect()
+                        readout.rep = rep
+                    while out and (len(out) >= ceiling or not _covered(charge, len(out) + 1)):
+                        collect()
+                    if not _covered(charge, 1):
+                        raise _uncovered(charge)
+                    out[pool.submit(_answer, readout, model, loaded[s.stimulus_id])] = (s, rep)
+            while out:
+                collect()
+        finally:
+            while out:
+                with contextlib.suppress(BudgetReached):  # spent, and said so already
+                    collect()
+    return written
+
+
+def _answer(readout: Any, model: CountingAdapter, stimulus: Any) -> tuple[Response, float]:
+    """One stimulus' response, and the seconds it took."""
+    t0 = time.perf_counter()
+    (response,) = _respond(readout, model, [stimulus])
+    return response, time.perf_counter() - t0
+
+
+def _covered(charge: Charger | None, calls: int) -> bool:
+    """Whether the budget left covers ``calls`` calls at the most each may bill."""
+    return charge is None or charge.budget.covers(calls, charge.timed_out_usd) == calls
+
+
+def _uncovered(charge: Charger | None) -> BudgetReached:
+    assert charge is not None
+    b = charge.budget
+    return BudgetReached(f"budget_usd {b.limit_usd:g} reached: the ${b.limit_usd - b.spent_usd:.4f} left covers no "
+                         f"further call at up to ${charge.timed_out_usd:.4f} each (spent ${b.spent_usd:.4f} of "
+                         f"${b.limit_usd:g}); records kept, a rerun with a larger budget continues")
 
 
 def _collect(readout: Any, batch: BatchJob, pending: list[tuple[Any, int, str]], size: int) -> None:
