@@ -86,20 +86,26 @@ def test_a_smaller_run_keeps_the_larger_ones_trials_and_each_scores_its_own(tmp_
 
 
 def test_a_kept_trial_deleted_after_the_run_that_scored_it_is_still_named(tmp_path, server):
-    """Kept trials are guarded like any other: a line of the larger run deleted while the smaller
-    one was current is missing when the larger one comes back (exit 2, nothing asked)."""
+    """Kept trials are guarded like any other: lines of the larger run deleted or rewritten while
+    the smaller one was current are named when the larger one comes back (exit 2, nothing asked)."""
+    from harness.trials.records import record_checksum
+
     path = with_n_test(life.api_recipe(tmp_path, server.url), 20)
     assert life.cli(path)[0] == 0
     assert life.cli(with_n_test(path, 12))[0] == 0
     records = tmp_path / RECORDS
-    lines = records.read_text().splitlines(keepends=True)
-    assert len(lines) == 20
-    gone = [json.loads(x) for x in lines if json.loads(x)["stimulus_id"].startswith("series_test_015")]
-    records.write_text("".join(x for x in lines if json.loads(x)["trial_id"] != gone[0]["trial_id"]))
+    kept = [json.loads(x) for x in records.read_text().splitlines()]
+    assert len(kept) == 20
+    # two of the trials the smaller run does not use (series_test_012_k13 on)
+    gone, edited = [r for r in kept if int(r["stimulus_id"].split("_")[2]) >= 12][:2]
+    edited["response"] = 7
+    edited["checksum"] = record_checksum(edited)  # a valid line: only the logged run knows better
+    records.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept if r is not gone))
     code, _, err = life.cli(with_n_test(path, 20))
     assert code == 2 and len(server.requests) == 20
     (line,) = [x for x in err.splitlines() if "missing" in x]
-    assert "1 of the 20 records" in line and gone[0]["stimulus_id"] in line and "--rescore" in line, line
+    assert "1 of the 20 records" in line and gone["stimulus_id"] in line and "--rescore" in line, line
+    assert "1 record(s) changed" in line and edited["trial_id"] in line, line
 
 
 def test_gestalt_score_refuses_a_file_that_keeps_one_trial_under_two_keys(tmp_path, capsys):
