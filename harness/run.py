@@ -664,9 +664,10 @@ def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
     try:
         with interrupts_as_exceptions(), outage_budget(recipe.tracking.outage_budget_s):
             for i, p in enumerate(planned):
-                with long_lived_frozen(collect_after=i + 1 < len(planned)):
+                with long_lived_frozen() as after:
                     results.append(_run_battery(recipe, p, stimsets, dist, echo, new_run=new_run, rescore=rescore,
                                                 budget=budget))
+                    after.collect = i + 1 < len(planned) and results[-1].model_calls > 0
                 if budget is not None and budget.reached and i + 1 < len(planned):
                     echo(f"budget_usd {budget.limit_usd:g} spent: "
                          f"{', '.join(q.model.id for q in planned[i + 1:])} not started")

@@ -37,6 +37,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import Field
@@ -181,26 +182,33 @@ def place(model: Any, device: str | None, dtype: Any = None) -> Any:
     return model
 
 
+@dataclass
+class AfterBattery:
+    collect: bool = False  # the battery called its model and another battery follows
+
+
 @contextlib.contextmanager
-def long_lived_frozen(collect_after: bool) -> Iterator[None]:
+def long_lived_frozen() -> Iterator[AfterBattery]:
     """A battery with the objects alive when it starts (modules, the recipe's plan: most of the
     heap) kept out of the cyclic garbage collector (``gc.freeze``). A full collection otherwise
     walks all of them (0.14-0.20 s over the 560k objects of torch, timm, transformers, MLflow
     and one model, in runs on two days; ``benchmarks/fixed_cost.py``) at whatever moment the
     battery's allocations set one off; frozen, it walks what the battery made.
-    ``collect_after``: another battery follows, so one collection when this one ends frees what
-    its model left in reference cycles before the next loads; after the last the collector
-    simply resumes. A process that froze objects itself or turned the collector off is left as
-    it is."""
+    The battery sets ``collect`` where it called its model and another battery follows: one
+    collection when it ends frees what its model left in reference cycles before the next
+    loads. A battery whose trials were all recorded called nothing, so a rerun of a long roster
+    pays no full collection per battery; after the last the collector simply resumes. A process that
+    froze objects itself or turned the collector off is left as it is."""
+    after = AfterBattery()
     if gc.get_freeze_count() or not gc.isenabled():
-        yield
+        yield after
         return
     gc.freeze()
     try:
-        yield
+        yield after
     finally:
         gc.unfreeze()
-        if collect_after:
+        if after.collect:
             gc.collect()
 
 
