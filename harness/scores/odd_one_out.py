@@ -45,6 +45,7 @@ draws are re-centred on the estimate (bootstrap.recentred_ci). Each record's met
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -230,16 +231,19 @@ HUMAN_METHODS = {
 }
 
 
-def score_odd_one_out(records: list[dict], stimset: StimulusSet, *,
-                      boot: Bootstrap = Bootstrap()) -> list[Score]:
-    seed, n_boot = boot.seed, boot.n_boot
-    human = stimset.human_as(OddOneOutVotes)
+def _interval_method(boot: Bootstrap) -> str:
+    return f"{ONE_LEVEL}, {boot.n_boot} draws, seed {boot.seed}; {TWO_LEVEL} in extra"
+
+
+def checked_index(records: list[dict], stimset: StimulusSet, human: OddOneOutVotes) -> dict[str, int]:
+    """Each test triplet's position in the human data, after checking that the records answer
+    these montages (same option order) and, where there are records, every one of them."""
     test = stimset.test
     ids = list(human.stimulus_ids)
     if ids != [s.stimulus_id for s in test]:
         raise ValueError(f"{stimset.task_id}: human.stimulus_ids do not match the test split")
     index = {sid: i for i, sid in enumerate(ids)}
-    seen = {}
+    seen = set()
     for r in records:
         sid = r["stimulus_id"]
         if sid not in index:
@@ -248,40 +252,75 @@ def score_odd_one_out(records: list[dict], stimset: StimulusSet, *,
         if r.get("option_order") is not None and tuple(r["option_order"]) != tuple(expected):
             raise ValueError(f"{stimset.task_id}/{sid}: record option_order {r['option_order']} "
                              f"!= the stimulus' {list(expected)}; responses refer to another montage")
-        seen[sid] = r
-    missing = set(index) - set(seen)
+        seen.add(sid)
+    missing = set(index) - seen
     if records and missing:
         raise ValueError(f"{stimset.task_id}: no record for {len(missing)} test stimuli, "
                          f"e.g. {sorted(missing)[0]}")
+    return index
 
-    votes = np.asarray(human.votes)
-    # a copy: the result is shared
-    refs = dict(human_references(votes, np.asarray(human.raters), np.asarray(human.choices), n_boot, seed))
-    resampled = refs.pop("_crossed_votes")
+
+@dataclass(frozen=True)
+class RaterReferences:
+    """The human references of a task's triplets and what the model's scores take from them."""
+
+    scores: list[Score]  # the human_* records, the cited test-retest consistency last
+    split_half: float  # human_majority_split_half, shown beside B's cited ceiling
+    ceiling_source: str  # where B's cited ceiling comes from
+    crossed: dict[str, np.ndarray]  # the crossed bootstrap's resampled triplets ("idx") and votes
+
+
+def rater_references(human: OddOneOutVotes, stimset: StimulusSet, boot: Bootstrap) -> RaterReferences:
+    """The human_* scores: agreement with the majority, leave-one-out, the split-half
+    consistency of the majority, and the cited test-retest figure."""
     version = stimset.version
-    interval_method = f"{ONE_LEVEL}, {n_boot} draws, seed {seed}; {TWO_LEVEL} in extra"
-    human_scores = [
+    # a copy: the result is shared
+    refs = dict(human_references(np.asarray(human.votes), np.asarray(human.raters),
+                                 np.asarray(human.choices), boot.n_boot, boot.seed))
+    crossed = refs.pop("_crossed_votes")
+    interval_method = _interval_method(boot)
+    scores = [
         Score(name=name, value=est["one"][0], ci_low=est["one"][1], ci_high=est["one"][2],
-              n=len(ids), nulls=0, version=version, method=f"{HUMAN_METHODS[name]}; {interval_method}",
-              extra=_two_level_extra(est["two"]))
+              n=len(human.stimulus_ids), nulls=0, version=version,
+              method=f"{HUMAN_METHODS[name]}; {interval_method}", extra=_two_level_extra(est["two"]))
         for name, est in refs.items()
     ]
     split_half = refs["human_majority_split_half"]["one"][0]
     ceiling_source = b_ceiling_source(stimset.task_id, split_half)
-    human_scores.append(Score(
+    scores.append(Score(
         name="human_modal_test_retest", value=CITED_B_CEILING, ci_low=None, ci_high=None, n=0,
         nulls=0, version=version, method=ceiling_source, extra={"cited": True}))
-    if not records:  # e.g. images unavailable: the human references can still be reported
-        return human_scores
+    return RaterReferences(scores, split_half, ceiling_source, crossed)
 
+
+@dataclass(frozen=True)
+class Choices:
+    """The model's parseable odd-one-out choices; nulls are counted, never scored."""
+
+    items: np.ndarray  # each choice's triplet, as an index into the human data
+    position: np.ndarray  # the chosen montage position, 1, 2 or 3
+    nulls: int
+    null_fraction: float  # v
+
+    @property
+    def n(self) -> int:
+        return len(self.items)
+
+
+def model_choices(records: list[dict], index: dict[str, int], task_id: str) -> Choices:
     ok, nulls = parseable(records)
-    items = np.array([index[r["stimulus_id"]] for r in ok], dtype=int)
-    response = np.array([_position(r, stimset.task_id) for r in ok], dtype=int)
-    n = len(ok)
-    v = nulls / len(records)
-    m = votes.sum(axis=1)
-    shares = votes / m[:, None]
+    return Choices(items=np.array([index[r["stimulus_id"]] for r in ok], dtype=int),
+                   position=np.array([_position(r, task_id) for r in ok], dtype=int),
+                   nulls=nulls, null_fraction=nulls / len(records))
 
+
+def b_scores(choices: Choices, human: OddOneOutVotes, refs: RaterReferences, stimset: StimulusSet,
+             boot: Bootstrap) -> list[Score]:
+    """B against each human reference, with the position-only floor and the cited ceiling."""
+    seed, n_boot = boot.seed, boot.n_boot
+    items, response, n, v = choices.items, choices.position, choices.n, choices.null_fraction
+    votes = np.asarray(human.votes)
+    shares = votes / votes.sum(axis=1)[:, None]
     scores = []
     for name, target in human.targets.items():
         match = (response == target[items]).astype(float)
@@ -294,10 +333,10 @@ def score_odd_one_out(records: list[dict], stimset: StimulusSet, *,
             "B_full_low": lo,
             "B_full_high": hi,
             "position_shares": f,
-            "human_vs_reference": float(np.mean(shares[np.arange(len(ids)), target - 1])),
-            "ceiling_source": ceiling_source,
+            "human_vs_reference": float(np.mean(shares[np.arange(len(votes)), target - 1])),
+            "ceiling_source": refs.ceiling_source,
             # the task's own agreement among its raters, beside the cited ceiling it borrows
-            "human_majority_split_half": split_half,
+            "human_majority_split_half": refs.split_half,
         }
         if name == "majority":
             top = votes == votes.max(axis=1, keepdims=True)
@@ -306,18 +345,27 @@ def score_odd_one_out(records: list[dict], stimset: StimulusSet, *,
             extra["tied_items"] = int((top.sum(axis=1) > 1).sum())
         scores.append(Score(
             name="B" if name == human.primary else f"B_{name}",
-            value=est[0], ci_low=est[1], ci_high=est[2], n=n, nulls=nulls,
+            value=est[0], ci_low=est[1], ci_high=est[2], n=n, nulls=choices.nulls,
             method=f"mean 1[r = {name} target] over parseable trials; {ONE_LEVEL}, {n_boot} "
-                   f"draws, seed {seed}; ceiling: {CITED_B_CEILING}, {ceiling_source}",
-            version=version, ceiling=CITED_B_CEILING, floor=max(f), extra=extra))
+                   f"draws, seed {seed}; ceiling: {CITED_B_CEILING}, {refs.ceiling_source}",
+            version=stimset.version, ceiling=CITED_B_CEILING, floor=max(f), extra=extra))
+    return scores
 
-    # individual agreement: the crossed draws reuse the references' resampled triplets and
-    # raters, so model and ceiling intervals come from the same draws
+
+def individual_agreement(choices: Choices, human: OddOneOutVotes, refs: RaterReferences,
+                         stimset: StimulusSet, boot: Bootstrap) -> Score:
+    """The share of human votes equal to the model's choice, with its ceiling (always choosing
+    the majority) and floor (the best constant position) over the same answered triplets."""
+    items, response, n, v = choices.items, choices.position, choices.n, choices.null_fraction
+    votes = np.asarray(human.votes)
+    shares = votes / votes.sum(axis=1)[:, None]
     agree = shares[items, response - 1]
-    est = bootstrap(mean_stat(agree), n, n_boot, seed)
-    lookup = np.full(len(ids), -1)
+    est = bootstrap(mean_stat(agree), n, boot.n_boot, boot.seed)
+    # the crossed draws reuse the references' resampled triplets and raters, so model and
+    # ceiling intervals come from the same draws
+    lookup = np.full(len(votes), -1)
     lookup[items] = np.arange(n)
-    draw_idx, draw_votes = resampled["idx"], resampled["votes"]
+    draw_idx, draw_votes = refs.crossed["idx"], refs.crossed["votes"]
     two = (est[0], float("nan"), float("nan"))  # every answer null: no draw holds an answer
     if n:
         answered = lookup[draw_idx]
@@ -327,19 +375,32 @@ def score_odd_one_out(records: list[dict], stimset: StimulusSet, *,
         two = _interval(est[0], _per_triplet_mean(got, (answered >= 0) & (drawn > 0)), True)
     # ceiling and floor over the same answered triplets as the score: over all of them, a model
     # that answers only where people agree most would beat the ceiling
-    scored = items if n else np.arange(len(ids))
+    scored = items if n else np.arange(len(votes))
     ceiling = float(majority_agreement(votes)[scored].mean())
     lo, hi = null_bracket(est[0], v)
-    scores.append(Score(
+    return Score(
         name="individual_agreement", value=est[0], ci_low=est[1], ci_high=est[2], n=n,
-        nulls=nulls, version=version,
+        nulls=choices.nulls, version=stimset.version,
         method=f"mean over triplets of the share of human votes equal to the model's choice; "
-               f"{interval_method}; ceiling: human_individual_agreement (always choosing the "
+               f"{_interval_method(boot)}; ceiling: human_individual_agreement (always choosing the "
                f"majority) over the same {n} answered triplets",
         ceiling=ceiling, floor=float(shares[scored].mean(axis=0).max()),
         extra={"ceiling_is_bound": True, "null_fraction": v, "individual_agreement_full_low": lo,
-               "individual_agreement_full_high": hi, **_two_level_extra(two)}))
-    return scores + human_scores
+               "individual_agreement_full_high": hi, **_two_level_extra(two)})
+
+
+def score_odd_one_out(records: list[dict], stimset: StimulusSet, *,
+                      boot: Bootstrap = Bootstrap()) -> list[Score]:
+    """B against each reference and individual agreement, then the human references; without
+    records (e.g. images unavailable) the human references alone."""
+    human = stimset.human_as(OddOneOutVotes)
+    index = checked_index(records, stimset, human)
+    refs = rater_references(human, stimset, boot)
+    if not records:
+        return refs.scores
+    choices = model_choices(records, index, stimset.task_id)
+    return (b_scores(choices, human, refs, stimset, boot)
+            + [individual_agreement(choices, human, refs, stimset, boot)] + refs.scores)
 
 
 def _position(record: dict, task_id: str) -> int:
