@@ -13,7 +13,7 @@ from tests.conftest import REPO
 
 STAGES = ["sources", "stimuli", "models", "readouts", "trials", "scores", "tracking", "reports"]
 # import no stage; every stage may use them
-BASE = {"errors", "exit_status", "lazy", "memo", "version", "shipped", "options"}
+BASE = {"errors", "exit_status", "lazy", "memo", "own_files", "version", "shipped", "options"}
 # Everything else at the top of harness/ (cli, run, recipes, the Python API) orchestrates the
 # stages and sits above them, and so does the package itself: ``harness/__init__.py`` exposes the
 # Python API, so a stage that imports ``harness`` points back up at the top.

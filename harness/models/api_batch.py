@@ -46,6 +46,7 @@ from typing import Any
 import httpx2
 from PIL import Image
 
+from ..own_files import write_own
 from .api import (ANTHROPIC_ERROR_STATUS, VENDOR_SAID, APIModel, RequestPlan, _Retryable, _Terminal,
                   refused_for_money)
 from .base import Generation, ModelError
@@ -113,9 +114,7 @@ class BatchJob:
 
     # -- submitting --------------------------------------------------------------------------
     def _save(self) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.state, indent=1, sort_keys=True))
-        tmp.replace(self.path)
+        write_own(self.path, json.dumps(self.state, indent=1, sort_keys=True))
 
     def submit(self) -> None:
         """Send the collected requests as one batch, or for Gemini as several inline batches each under

@@ -11,7 +11,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import logging
-import os
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from pydantic import ValidationError
 from ..errors import plain
 from ..models.base import Adapter, Embedder
 from ..options import Options
+from ..own_files import own_file
 from ..models.device import chunk_size
 from ..stimuli.base import Stimulus, StimulusSet, prefetched
 
@@ -114,15 +114,12 @@ class EmbeddingCache:
     def save(self, embeddings: dict[str, Any]) -> None:
         import numpy as np
 
-        tmp = self.path.with_name(self.path.name + ".tmp")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "wb") as f:
+            with own_file(self.path, "wb") as f:
                 np.savez(f, **embeddings)
-            os.replace(tmp, self.path)
         except OSError as e:  # only a rerun's saving is lost: it embeds these images again
             log.warning("%s: probe-train embeddings not kept (%s)", self.path, e)
-            tmp.unlink(missing_ok=True)
 
 
 class Readout:

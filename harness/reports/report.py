@@ -50,6 +50,7 @@ import numpy as np
 from scipy import stats
 
 from ..errors import GestaltError, unwritable_folder
+from ..own_files import own_file, write_own
 from ..scores.agreement import null_bracket
 from ..scores.bootstrap import interval_methods
 from ..scores.record import Score
@@ -419,7 +420,7 @@ def _bracket(row: dict[str, Any]) -> str:
 
 
 def write_csv(rows: list[dict[str, Any]], path: Path, columns=COLUMNS) -> None:
-    with path.open("w", newline="") as fh:
+    with own_file(path, newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(columns), extrasaction="ignore")
         w.writeheader()
         for row in rows:
@@ -906,10 +907,7 @@ def build_report(tracking_uri: str, experiment: str, out_dir: str | Path,
 
     def put(name: str, data: bytes | str) -> None:
         path = out / name
-        if isinstance(data, bytes):
-            path.write_bytes(data)
-        else:
-            path.write_text(data)
+        write_own(path, data)
         written[name] = path
 
     heads = headlines(runs, tasks)

@@ -31,7 +31,7 @@ from ..tracking.batteries import SUMMARY_FINGERPRINT, SUMMARY_TAG, summary_url
 from ..scores.ranking import value_interval, verdict_text
 from ..scores.record import Score
 from ..scores.tasks import family_of
-from ..tracking.store import column_width, update_shared_view
+from ..tracking.store import column_width, refuse_artifact_links, update_shared_view
 from .style import OKABE_ITO
 
 RUN_COLOR_TAG = "mlflow.runColor"  # read by MLflow's UI for a run's colour in tables and charts
@@ -147,11 +147,9 @@ def log_summary(tracking_uri: str, experiment: str, experiment_id: str, runs: li
     client = MlflowClient(tracking_uri)
     found = client.search_runs([experiment_id], f"tags.`{SUMMARY_TAG}` = 'true'", max_results=1,
                                order_by=["attributes.start_time DESC"])
-    if found:
-        run_id = found[0].info.run_id
-    else:
-        run_id = client.create_run(experiment_id, run_name="summary: rank groups per task",
-                                   tags={SUMMARY_TAG: "true", RUN_COLOR_TAG: "#000000"}).info.run_id
+    run = found[0] if found else client.create_run(experiment_id, run_name="summary: rank groups per task",
+                                                   tags={SUMMARY_TAG: "true", RUN_COLOR_TAG: "#000000"})
+    run_id = run.info.run_id
     logged = [FIGURES[name] for name in FIGURES if name in figures]
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -164,6 +162,7 @@ def log_summary(tracking_uri: str, experiment: str, experiment_id: str, runs: li
                              "run_id": groups.runs[(m, t)]} for (m, t), g in groups.letters.items()],
                  "headline": headline, "fingerprint": groups.fingerprint}, indent=1) + "\n")
             (Path(tmp) / "runs.json").write_text(json.dumps(history, indent=1) + "\n")
+            refuse_artifact_links(run.info.artifact_uri, tmp)
             client.log_artifacts(run_id, tmp)
         note = summary_markdown(run_id, experiment, runs, logged, groups.note, ceilings)
         client.log_batch(run_id, tags=[RunTag(NOTE_TAG, note),

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
+from ..own_files import refuse_link, write_own
 from .store import patiently, sqlite_path, ui_base
 
 BATTERY_KEY = "gestalt.battery_key"  # hash of everything that decides the battery's trials and scores
@@ -42,6 +43,7 @@ def battery_folder_id(folder: Path) -> str:
     writing its records carry (:data:`BATTERY_FOLDER`). Call it holding the folder's lock: the
     holder knows that any RUNNING run carrying the id lost its process, wherever that ran."""
     path = folder / FOLDER_ID
+    refuse_link(path)  # its id, read from a file outside, would be written over it when not one
     try:
         found = path.read_text().strip()
     except FileNotFoundError:
@@ -50,9 +52,7 @@ def battery_folder_id(folder: Path) -> str:
         return found
     made = uuid.uuid4().hex
     path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_name(f"{FOLDER_ID}.{os.getpid()}.part")
-    part.write_text(made + "\n")
-    os.replace(part, path)
+    write_own(path, made + "\n")
     return made
 
 

@@ -48,7 +48,7 @@ from .metrics import (
     rounded,
     score_metrics,
 )
-from .store import column_width, open_store, patiently, tracking_lost, update_shared_view
+from .store import column_width, open_store, patiently, refuse_artifact_links, tracking_lost, update_shared_view
 
 
 def _lowest_priority() -> None:
@@ -326,6 +326,7 @@ class BatteryRun:
                 plt.close(fig)
             if self._staging is not None:
                 staging = self._staging.name
+                refuse_artifact_links(self.run.info.artifact_uri, staging)
                 patiently(lambda: self.mlflow.log_artifacts(staging))
             if self._tables:
                 # a continued run keeps the tables it listed before

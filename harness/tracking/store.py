@@ -22,6 +22,7 @@ from typing import TypeVar
 from urllib.parse import urlparse
 
 from ..errors import GestaltError, TrackingUnavailable
+from ..own_files import refuse_link, refuse_links
 from ..trials.distributed import file_lock
 
 DEFAULT_URI = "sqlite:///mlflow.db"
@@ -75,6 +76,8 @@ def check_tracking_server(configured: str | None, setting: str = "tracking.uri",
     if must_exist and db is not None and not db.is_file():
         raise TrackingSettingError(f"{uri} ({where}): no MLflow store here (run a recipe first, or "
                                    f"point {setting} at a store)")
+    if db is not None:
+        refuse_link(db)  # sqlite writes through a link: the runs would land in the store it names
     if db is not None and db.is_file():
         with _lock_where_writable(db):
             own_artifacts(db)
@@ -231,6 +234,8 @@ def open_store(uri: str, experiment: str) -> str:
     import mlflow
 
     db = sqlite_path(uri)
+    if db is not None:
+        refuse_link(db)
     lock = file_lock(db.with_name(db.name + ".lock")) if db else contextlib.nullcontext()
     def open_experiment() -> str:
         mlflow.set_tracking_uri(uri)
@@ -287,6 +292,21 @@ def artifact_root(db: Path) -> str:
 
 
 ARTIFACTS = "mlartifacts"
+
+
+def refuse_artifact_links(artifact_uri: str, staged: str | Path) -> None:
+    """Before MLflow copies the files under ``staged`` into the local artifact folder
+    ``artifact_uri`` (it writes through links): a link where one of them goes is refused
+    (:func:`~harness.own_files.refuse_links`). A rerun continues a battery's run, and the summary
+    run is drawn again into the same run, so a folder from elsewhere can hold links at the very
+    paths they write. Other artifact stores (a server, a bucket) are theirs to guard."""
+    if not artifact_uri.startswith("file:"):
+        return
+    from mlflow.utils.file_utils import local_file_uri_to_path
+
+    staged = Path(staged)
+    refuse_links(Path(local_file_uri_to_path(artifact_uri)),
+                 (p.relative_to(staged) for p in staged.rglob("*") if p.is_file()))
 # where MLflow records absolute artifact locations (it makes any path it is given absolute)
 _LOCATIONS = (("experiments", "artifact_location"), ("runs", "artifact_uri"),
               ("logged_models", "artifact_location"))

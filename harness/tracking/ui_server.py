@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import GestaltError
+from ..own_files import refuse_link, write_own
 from .store import SHARED_VIEW_TAG, runs_table_url, shown_uri, sqlite_path, ui_address_file
 
 WORKFLOW_KEY = "mlflow.workflowType_v1"  # the UI's useLocalStorage key "mlflow.workflowType", version 1
@@ -195,6 +196,10 @@ def serve_ui(uri: str, *, port: int, experiment: str, echo: Callable[[str], None
     if exp is None:
         raise GestaltError(f"{uri}: no experiment {experiment!r} (--experiment names another)")
     base = f"http://127.0.0.1:{port}"
+    db = sqlite_path(uri)
+    address = ui_address_file(db) if db is not None else None
+    if address is not None:
+        refuse_link(address)  # before a server starts
     # the server runs in its own process group (it forks uvicorn), stopped as a whole below; a
     # SIGTERM or SIGINT to this process must reach that cleanup too, not leave the server behind.
     # SIGINT is set even where it was ignored: a shell starts a background job so, and Python
@@ -203,8 +208,7 @@ def serve_ui(uri: str, *, port: int, experiment: str, echo: Callable[[str], None
     signal.signal(signal.SIGINT, signal.default_int_handler)
     cmd, env = server_command(uri, port, verbose, experiment)
     proc = subprocess.Popen(cmd, env={**os.environ, **env}, start_new_session=True)
-    db = sqlite_path(uri)
-    address = ui_address_file(db) if db is not None else None
+    noted = False
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -220,14 +224,12 @@ def serve_ui(uri: str, *, port: int, experiment: str, echo: Callable[[str], None
                 raise GestaltError(f"mlflow server on port {port}: not up after 120 s")
             time.sleep(0.25)
         if address is not None:  # the report's and register's links follow it
-            address.write_text(base + "\n")
+            noted = _note_address(address, base)
         echo(f"MLflow UI for {shown_uri(uri)}: {runs_table_url(base, exp.experiment_id)}  (Ctrl-C stops it)")
         return proc.wait()
     except KeyboardInterrupt:
         return 0
     finally:
-        if address is not None:
-            address.unlink(missing_ok=True)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
             try:
@@ -235,3 +237,16 @@ def serve_ui(uri: str, *, port: int, experiment: str, echo: Callable[[str], None
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+        if noted and address is not None:
+            address.unlink(missing_ok=True)
+
+
+def _note_address(address: Path, base: str) -> bool:
+    """Whether ``base`` could be written to ``address``: not in a folder mounted or unpacked
+    read-only, which is served all the same (the links of a report made meanwhile name the
+    default port)."""
+    try:
+        write_own(address, base + "\n")
+    except OSError:
+        return False
+    return True

@@ -8,7 +8,6 @@ environment accelerate reads (gloo on CPU, NCCL on GPUs), on 127.0.0.1 only.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import os
 import re
@@ -21,9 +20,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import GestaltError, ProcessLost
+from ..errors import ProcessLost
 from ..exit_status import Exit
 from ..models.device import auto_device as _auto_device  # one answer for placement and fingerprints
+from ..own_files import open_own
 
 
 RESUME = "records so far are kept, run the recipe again to resume"  # how every stopped run ends its line
@@ -54,24 +54,6 @@ def interrupts_as_exceptions() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-class LinkInFolder(GestaltError):
-    """A link where the harness keeps a file of its own in a result folder."""
-
-
-def open_own(path: Path, flags: int) -> int:
-    """``os.open`` of a file the harness keeps in a result folder, never through a link there: a
-    folder that travelled as a tar or zip keeps its links, and one planted where such a file goes
-    would carry the write to a file outside the folder. A link is refused in one line naming it."""
-    try:
-        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-    except OSError as e:
-        if e.errno != errno.ELOOP or not path.is_symlink():
-            raise
-    raise LinkInFolder(f"{path}: a link (to {os.readlink(path)}) where gestalt keeps a file of its own: it "
-                       f"writes nothing through it (the write could land outside the folder); remove the link "
-                       f"and run again") from None
 
 
 @contextlib.contextmanager
