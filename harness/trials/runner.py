@@ -188,7 +188,7 @@ def count_cached(store: RecordStore, keys: dict[str, str]) -> int:
     call is sent again, so it is not counted (read only, nothing repaired)."""
     if not store.path.exists():
         return 0
-    return sum(not failed_call(r["parse_status"], r.get("extras")) for r in _read_done(store, keys).values())
+    return sum(not failed_call(r["parse_status"], r.get("extras")) for r in store.of(keys).values())
 
 
 def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapter: CountingAdapter,
@@ -211,12 +211,12 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
     readout.embeddings = EmbeddingCache(store.path.with_suffix(".probe-train.npz"), fingerprint)
 
     if dist.is_main:
-        store.completed(keys)  # repairs a torn tail and moves stale records aside
+        store.completed(keys)  # repairs a torn tail, folds back records moved aside as stale
         if resent := store.set_aside_failed(keys):  # a failed call is not an answer: send it again
             echo(f"{model_spec.id} {task.task_id}: re-sending {resent} failed calls "
                  f"(earlier attempts kept in {store.failed_path.name})")
     dist.barrier()
-    done = store.completed(keys) if dist.is_main else _read_done(store, keys)
+    done = store.completed(keys) if dist.is_main else store.of(keys)
     pending = [(s, rep) for s, rep in trials
                if trial_id(task.task_id, s.stimulus_id, model_spec.id, rep) not in done]
     calls_before = adapter.calls
@@ -285,7 +285,7 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
                 if held and charge is not None:
                     charge.budget.held_back(len(held), len(pending) + len(held), charge.timed_out_usd)
     dist.barrier()
-    done = _read_done(store, keys)
+    done = store.of(keys)
     ordered = [done[trial_id(task.task_id, s.stimulus_id, model_spec.id, rep)] for s, rep in trials
                if trial_id(task.task_id, s.stimulus_id, model_spec.id, rep) in done]
     if len(ordered) != len(trials):
@@ -432,12 +432,3 @@ def _collect(readout: Any, batch: BatchJob, pending: list[tuple[Any, int, str]],
             readout.rep = rep
             batch.expect([tid for _, tid in items])
             _respond(readout, collector, [s for s, _ in items])
-
-
-def _read_done(store: RecordStore, keys: dict[str, str]) -> dict[str, dict]:
-    done: dict[str, dict] = {}
-    for rec in store.read():
-        tid = rec["trial_id"]
-        if keys.get(tid) == rec.get("cache_key"):
-            done.setdefault(tid, rec)
-    return done
