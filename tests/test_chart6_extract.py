@@ -7,6 +7,7 @@ from harness.readouts.chart6 import PAPER_MODELS, Chart6Readout, decoding_grid, 
 from harness.readouts.extract import (CONTINUOUS_EXTRACTION, LLMExtractor, excise_prompt, extract,
                                       extract_choice, extract_number, extract_text)
 from harness.stimuli import chart6
+from harness.stimuli.chart6_multiple_choice import build_ggr
 from harness.stimuli.registry import TASKS
 
 GGR_10 = ["Crosicol", "Hertinol", "They are equal", "Can't say"]
@@ -233,7 +234,7 @@ def test_readout_refuses_other_tasks(sources):
 
 
 def test_item_scoring_rules(sources, holf):
-    ggr = chart6.build_ggr(sources)
+    ggr = build_ggr(sources)
     numeric = next(s for s in ggr.test if s.meta["response_format"] == "numeric")
     assert chart6.is_correct(numeric, numeric.ground_truth)
     assert not chart6.is_correct(numeric, numeric.ground_truth * 1.01)  # GGR: exact

@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from harness.sources import DataError
-from harness.stimuli import chart6
+from harness.stimuli import chart6, chart6_continuous, chart6_multiple_choice
 from harness.stimuli.registry import BATTERIES, TASKS
 
 AVAILABLE = ("ggr", "vlat", "calvi", "holf")
@@ -19,8 +19,8 @@ INDEX_NAMES = {"ggr": "GGR", "vlat": "VLAT", "calvi": "CALVI", "holf": "HOLF",
 
 @pytest.fixture(autouse=True)
 def no_external_roots(monkeypatch):
-    monkeypatch.delenv(chart6.OSF_ENV, raising=False)
-    monkeypatch.delenv(chart6.CHARTQA_ENV, raising=False)
+    monkeypatch.delenv(chart6_continuous.OSF_ENV, raising=False)
+    monkeypatch.delenv(chart6_continuous.CHARTQA_ENV, raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +112,7 @@ def test_graph_types_and_task_categories(sources, built):
     """The Table 1 mapping reproduces the lab's own common categories (CogSci-2025 table) for GGR
     and VLAT but one item: GGR item 13 is "level_3" (read beyond the data) in questions.csv, so
     statistical inference by Table 1, and value identification in the CogSci-2025 table."""
-    rows = read_csv(sources.path(chart6.COGSCI2025, "dataframes/task_item_level_data.csv"))
+    rows = read_csv(sources.path(chart6_multiple_choice.COGSCI2025, "dataframes/task_item_level_data.csv"))
     lab = {r["question_image"]: r["category"].replace(" ", "_") for r in rows}
     differ = {s.stimulus_id for key in ("ggr", "vlat") for s in built[key].test
               if s.meta["task_category"] != lab[f"{s.meta['question']} + {s.meta['image_file']}"]}
@@ -177,7 +177,7 @@ def test_holf_human_from_raw_trials(sources, built):
     questions = read_csv(sources.path("holf", "questions.csv"))
     answer = {(r["question"], r["image_file"]): float(r["correct_answer"]) for r in questions}
     hits, people = {}, set()
-    for rel in chart6.DAVINCI_FILES:
+    for rel in chart6_continuous.DAVINCI_FILES:
         for r in read_csv(sources.path("holf", rel)):
             if r["eventType"] != "test":
                 continue
@@ -195,11 +195,11 @@ def test_holf_human_from_raw_trials(sources, built):
 
 def test_unknown_human_sample_is_an_error(sources):
     with pytest.raises(ValueError, match="human_sample"):
-        chart6.build_calvi(sources, human_sample="cogsci2024_math_3")
+        chart6_multiple_choice.build_calvi(sources, human_sample="cogsci2024_math_3")
 
 
 def test_builds_are_deterministic(sources, built):
-    assert chart6.build_vlat(sources).sha256 == built["vlat"].sha256
+    assert chart6_multiple_choice.build_vlat(sources).sha256 == built["vlat"].sha256
 
 
 # -- tests whose data live outside the mirror ----------------------------------------------------
@@ -209,8 +209,8 @@ def test_holf_multi_and_chartqa_unavailable_without_their_data(sources):
     chartqa = TASKS["literacy.chart.chartqa_human"].build(sources)
     for stimset in (holf_multi, chartqa):
         assert stimset.stimuli == [] and stimset.unavailable
-    assert "osf.io/e25mu" in holf_multi.unavailable and chart6.OSF_ENV in holf_multi.unavailable
-    assert "vis-nlp/ChartQA" in chartqa.unavailable and chart6.CHARTQA_ENV in chartqa.unavailable
+    assert "osf.io/e25mu" in holf_multi.unavailable and chart6_continuous.OSF_ENV in holf_multi.unavailable
+    assert "vis-nlp/ChartQA" in chartqa.unavailable and chart6_continuous.CHARTQA_ENV in chartqa.unavailable
 
 
 def _png(path, shade=128):
@@ -227,7 +227,7 @@ def chartqa_root(sources, tmp_path):
 
 
 def test_chartqa_human_from_a_chartqa_checkout(sources, chartqa_root, tmp_path, monkeypatch):
-    monkeypatch.setenv(chart6.CHARTQA_ENV, str(chartqa_root))
+    monkeypatch.setenv(chart6_continuous.CHARTQA_ENV, str(chartqa_root))
     stimset = TASKS["literacy.chart.chartqa_human"].build(sources, items="all")
     assert stimset.unavailable is None and len(stimset.test) == 125
     formats = Counter(s.meta["response_format"] for s in stimset.test)
@@ -244,7 +244,7 @@ def test_chartqa_human_from_a_chartqa_checkout(sources, chartqa_root, tmp_path, 
         w.writerow(["participant_id", "question", "image_file", "response"])
         w.writerow(["p1", item.meta["question"], item.meta["image_file"], item.ground_truth * 1.04])
         w.writerow(["p2", item.meta["question"], item.meta["image_file"], item.ground_truth * 1.5 + 1])
-    stimset = chart6.build_chartqa_human(sources, osf_root=tmp_path / "osf")
+    stimset = chart6_continuous.build_chartqa_human(sources, osf_root=tmp_path / "osf")
     k = stimset.human.item_ids.index(item.stimulus_id)
     assert stimset.human.prop_correct[k] == 0.5
     assert stimset.human.participant_correct.shape == (2, 94)
@@ -262,20 +262,20 @@ def test_chartqa_human_defaults_to_the_numeric_items(sources, chartqa_root, monk
     # so selecting by q_type would keep 40 items, 31 of them not numbers
     assert (raw.loc[~numeric, "q_type"] == "numeric").all()
     assert (raw.loc[numeric, "q_type"] == "non-numeric").sum() == 85
-    monkeypatch.setenv(chart6.CHARTQA_ENV, str(chartqa_root))
+    monkeypatch.setenv(chart6_continuous.CHARTQA_ENV, str(chartqa_root))
     stimset = TASKS["literacy.chart.chartqa_human"].build(sources)
     assert len(stimset.test) == 94 and stimset.version == "2"
     assert [s.stimulus_id for s in stimset.test] == [f"chartqa_{k:03d}" for k in raw.index[numeric]]
     assert {s.meta["response_format"] for s in stimset.test} == {"numeric"}
     with pytest.raises(ValueError, match="items"):
-        chart6.build_chartqa_human(sources, chartqa_root=chartqa_root, items="some")
+        chart6_continuous.build_chartqa_human(sources, chartqa_root=chartqa_root, items="some")
 
 
 def test_chartqa_missing_image_names_the_file(sources, chartqa_root):
     victim = next(chartqa_root.rglob("*.png"))
     victim.unlink()
     with pytest.raises(DataError, match=victim.name):
-        chart6.build_chartqa_human(sources, chartqa_root=chartqa_root, items="all")
+        chart6_continuous.build_chartqa_human(sources, chartqa_root=chartqa_root, items="all")
 
 
 def test_holf_multi_from_an_osf_root(sources, tmp_path):
@@ -294,11 +294,11 @@ def test_holf_multi_from_an_osf_root(sources, tmp_path):
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    stimset = chart6.build_holf_multi(sources, osf_root=tmp_path)
+    stimset = chart6_continuous.build_holf_multi(sources, osf_root=tmp_path)
     assert stimset.unavailable is None and len(stimset.test) == 216
     assert Counter(s.meta["graph_type"] for s in stimset.test) == {"bar": 72, "line": 72, "scatter": 72}
     assert Counter(s.meta["task_category"] for s in stimset.test)["statistical_inference"] == 72
     with open(folder / "questions.csv", "a", newline="") as f:
         csv.DictWriter(f, fieldnames=list(rows[0])).writerow(rows[0])
     with pytest.raises(DataError, match="217 items, expected 216"):
-        chart6.build_holf_multi(sources, osf_root=tmp_path)
+        chart6_continuous.build_holf_multi(sources, osf_root=tmp_path)

@@ -238,9 +238,9 @@ def test_ggr_gap_and_error_pattern_marked_format_mismatched(sources):
     """GGR's default human sample answered a multiple-choice conversion of the numeric items
     (SOURCE.md: 'converted by the lab'); models answer them open-ended, so the human-relative
     scores say so. The CogSci-2024 groups answered the open format: no mark there."""
-    from harness.stimuli import chart6
+    from harness.stimuli.chart6_multiple_choice import build_ggr
 
-    default = chart6.build_ggr(sources)
+    default = build_ggr(sources)
     open_items = sum(s.meta["options"] == [] for s in default.test)
     assert open_items == 9  # the numeric items models answer open-ended
     records = [record(s, 0, s.ground_truth) for s in default.test]
@@ -253,7 +253,7 @@ def test_ggr_gap_and_error_pattern_marked_format_mismatched(sources):
             assert "format-mismatched" in s[name].method and s[name].extra["format_mismatch"], name
     assert "format-mismatched" in s["gap_all"].method
     assert "format-mismatched" not in s["accuracy_all"].method
-    math3 = chart6.build_ggr(sources, human_sample="cogsci2024_math_3")
+    math3 = build_ggr(sources, human_sample="cogsci2024_math_3")
     recs = [record(x, 0, x.ground_truth) for x in math3.test]
     assert all("format-mismatched" not in x.method
                for x in score_chart6(recs, math3, n_splits=50, boot=Bootstrap(n_boot=100, seed=0)))

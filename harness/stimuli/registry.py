@@ -167,22 +167,24 @@ TASKS: dict[str, TaskSpec] = {
         *(
             TaskSpec(
                 task_id=f"literacy.chart.{test}",
-                builder=f"harness.stimuli.chart6:build_{test}",
-                options=f"harness.stimuli.chart6:{options}",
+                builder=f"harness.stimuli.chart6_{assessment}:build_{test}",
+                options=f"harness.stimuli.chart6_{assessment}:{options}",
                 readouts={"generate": "chart6"},
                 scoring="chart6",
                 battery="chart6",
                 all_reps=True,
                 description=f"CHART-6 {description}",
             )
-            for test, options, description in (
-                ("ggr", "LabOptions", "GGR graph literacy, 13 items (9 numeric, 4 multiple choice), exact match"),
-                ("vlat", "LabOptions", "VLAT, 53 multiple-choice items on 12 chart types"),
-                ("calvi", "LabOptions", "CALVI, 60 multiple-choice items, 45 on misleading charts"),
-                ("holf", "HolfOptions", "HOLF, 384 numeric items on 64 bar charts, relaxed accuracy (within 5%)"),
-                ("holf_multi", "HolfMultiOptions",
+            for test, assessment, options, description in (
+                ("ggr", "multiple_choice", "LabOptions",
+                 "GGR graph literacy, 13 items (9 numeric, 4 multiple choice), exact match"),
+                ("vlat", "multiple_choice", "LabOptions", "VLAT, 53 multiple-choice items on 12 chart types"),
+                ("calvi", "multiple_choice", "LabOptions", "CALVI, 60 multiple-choice items, 45 on misleading charts"),
+                ("holf", "continuous", "HolfOptions",
+                 "HOLF, 384 numeric items on 64 bar charts, relaxed accuracy (within 5%)"),
+                ("holf_multi", "continuous", "HolfMultiOptions",
                  "HOLF-Multi, 216 numeric items on bar/line/scatter charts (data from OSF)"),
-                ("chartqa_human", "ChartQAOptions",
+                ("chartqa_human", "continuous", "ChartQAOptions",
                  "ChartQA-Human, 125 ChartQA test items, relaxed accuracy (images from ChartQA)"),
             )
         ),
