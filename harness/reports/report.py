@@ -65,7 +65,13 @@ from ..scores.ranking import (
     value_interval,
 )
 from ..scores.tasks import Bootstrap, family_of
-from ..tracking.batteries import RECORDS_DIGEST, answer_fingerprint, not_a_battery
+from ..tracking.batteries import (
+    RECORDS_DIGEST,
+    answer_fingerprint,
+    finished_intervals,
+    local_artifacts,
+    not_a_battery,
+)
 from ..tracking.store import read_only_store, ui_base
 from ..tracking.scorecards import quiet_downloads
 from . import figures as F
@@ -158,9 +164,12 @@ def parse_intervals(intervals: dict[str, Any], where: str
 # -- reading runs ---------------------------------------------------------------------------------
 
 def load_runs(tracking_uri: str, experiment: str, run_ids: list[str] | None = None,
-              recipe: str | None = None) -> list[BatteryRunData]:
+              recipe: str | None = None, figures: bool = False) -> list[BatteryRunData]:
     """Every FINISHED battery run of the experiment (of one recipe where ``recipe`` names it), or
-    exactly the runs ``run_ids``; newest first."""
+    exactly the runs ``run_ids``; newest first. The runs come from one paged search; each run's
+    intervals are read in place from a local artifact folder, or downloaded once per store and run
+    (:func:`~harness.tracking.batteries.finished_intervals`); its logged figures only where
+    ``figures`` asks (the report's scorecards show them, the summary run draws from scores)."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
@@ -194,23 +203,29 @@ def load_runs(tracking_uri: str, experiment: str, run_ids: list[str] | None = No
     if not runs:
         raise ReportError(f"no FINISHED gestalt runs in experiment {experiment!r}"
                           + (f" for recipe {recipe!r}" if recipe else "") + f" at {tracking_uri}")
-    return sorted((_read_run(client, run) for run in runs), key=lambda r: -r.start_time)
+    return sorted((_read_run(client, run, tracking_uri, figures) for run in runs), key=lambda r: -r.start_time)
 
 
-def _read_run(client, run) -> BatteryRunData:
+def _logged_figures(client, run) -> dict[str, bytes]:
+    """The run's ``figures/*.png`` (name -> PNG), read in place from a local artifact folder."""
+    rid = run.info.run_id
+    if (folder := local_artifacts(run.info.artifact_uri or "")) is not None:
+        return {p.name: p.read_bytes() for p in sorted((folder / "figures").glob("*.png")) if p.is_file()}
+    with tempfile.TemporaryDirectory() as tmp:
+        return {Path(art.path).name: Path(client.download_artifacts(rid, art.path, tmp)).read_bytes()
+                for art in client.list_artifacts(rid, "figures") if art.path.endswith(".png")}
+
+
+def _read_run(client, run, tracking_uri: str, figures: bool) -> BatteryRunData:
     rid = run.info.run_id
     tags = run.data.tags
     where = f"run {rid} ({tags['gestalt.model']})"
-    with tempfile.TemporaryDirectory() as tmp, quiet_downloads():
+    with quiet_downloads():
         try:
-            path = client.download_artifacts(rid, "intervals.json", tmp)
+            intervals = finished_intervals(client, run, tracking_uri)
         except Exception as e:  # the store's own error type differs by backend
             raise ReportError(f"{where}: no intervals.json artifact ({e})") from None
-        intervals = json.loads(Path(path).read_text())
-        figs = {}
-        for art in client.list_artifacts(rid, "figures"):
-            if art.path.endswith(".png"):
-                figs[Path(art.path).name] = Path(client.download_artifacts(rid, art.path, tmp)).read_bytes()
+        figs = _logged_figures(client, run) if figures else {}
     scores, unavailable, items, stimuli = parse_intervals(intervals, where)
     return BatteryRunData(run_id=rid, model=tags["gestalt.model"],
                           family=tags.get("gestalt.family", "unknown"),
@@ -894,7 +909,7 @@ def build_report(tracking_uri: str, experiment: str, out_dir: str | Path,
     values of a paired bootstrap are a recipe's, :func:`experiment_summary`); returns name ->
     path of what it wrote. The report shows the answer of the runs read (:func:`answers`); the
     summary run, the experiment's answer, is drawn from all its batteries however they are narrowed."""
-    found = answers(load_runs(tracking_uri, experiment, run_ids, recipe))
+    found = answers(load_runs(tracking_uri, experiment, run_ids, recipe, figures=True))
     runs = found.models
     tasks = task_order(runs)
     runs = ordered_models(runs, tasks)

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import socket
+import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
+from ..memo import Memo, cache_dir
 from ..own_files import refuse_link, write_own
 from .store import patiently, sqlite_path, ui_base
 
@@ -125,6 +127,11 @@ def find_battery(experiment_id: str, model_id: str, battery_key: str, records_di
     return prior
 
 
+def local_artifacts(artifact_uri: str) -> Path | None:
+    """The folder of a run's artifacts where it is a local one (``file:``); None for a server or a bucket."""
+    return Path(url2pathname(urlparse(artifact_uri).path)) if artifact_uri.startswith("file:") else None
+
+
 def up_to_date_without_mlflow(uri: str, experiment: str, model_id: str, battery_key: str,
                               records_digest: str) -> tuple[str, dict[str, Any]] | None:
     """(run id, intervals) when a local sqlite store shows the battery up to date, read with
@@ -165,10 +172,11 @@ def up_to_date_without_mlflow(uri: str, experiment: str, model_id: str, battery_
     if not mine:
         return None
     run_id, status, artifact_uri, _, digest = mine[0]
-    if status != "FINISHED" or digest != records_digest or not (artifact_uri or "").startswith("file:"):
+    folder = local_artifacts(artifact_uri or "")
+    if status != "FINISHED" or digest != records_digest or folder is None:
         return None
     try:
-        intervals = json.loads((Path(url2pathname(urlparse(artifact_uri).path)) / "intervals.json").read_text())
+        intervals = json.loads((folder / "intervals.json").read_text())
     except (OSError, ValueError):
         return None
     return run_id, intervals
@@ -183,8 +191,8 @@ def logged_records(run_id: str, name: str) -> bytes | None:
 
     uri = patiently(lambda: mlflow.MlflowClient().get_run(run_id).info.artifact_uri)
     try:
-        if uri.startswith("file:"):
-            return (Path(url2pathname(urlparse(uri).path)) / "records" / name).read_bytes()
+        if (folder := local_artifacts(uri)) is not None:
+            return (folder / "records" / name).read_bytes()
         return patiently(lambda: mlflow.artifacts.load_text(f"{uri}/records/{name}")).encode()
     except (OSError, mlflow.exceptions.MlflowException):
         return None
@@ -274,6 +282,27 @@ def logged_intervals(run_id: str) -> dict[str, Any]:
     import mlflow
 
     uri = patiently(lambda: mlflow.MlflowClient().get_run(run_id).info.artifact_uri)
-    if uri.startswith("file:"):
-        return json.loads((Path(url2pathname(urlparse(uri).path)) / "intervals.json").read_text())
+    if (folder := local_artifacts(uri)) is not None:
+        return json.loads((folder / "intervals.json").read_text())
     return patiently(lambda: mlflow.artifacts.load_dict(f"{uri}/intervals.json"))
+
+
+def finished_intervals(client: Any, run: Any, uri: str) -> dict[str, Any]:
+    """intervals.json of the FINISHED battery run ``run`` (as a search of the store ``uri`` found
+    it): read in place where its artifacts are a local folder, otherwise downloaded through
+    ``client`` once and kept (:class:`~harness.memo.Memo`, a table per store and run), so the
+    summary after one battery more downloads that battery's alone. A finished run's intervals
+    change only when a rerun continues it, which ends it again: the entry's key is the run's end
+    and records digest."""
+    folder = local_artifacts(run.info.artifact_uri or "")
+    if folder is not None:
+        return json.loads((folder / "intervals.json").read_text())
+    rid = run.info.run_id
+    memo = Memo(hashlib.sha256(f"{uri}\n{rid}".encode()).hexdigest()[:32], cache_dir() / "intervals")
+    key = f"{run.info.end_time} {run.data.tags.get(RECORDS_DIGEST, '')}"
+    if (intervals := memo.get(key)) is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            intervals = json.loads(Path(client.download_artifacts(rid, "intervals.json", tmp)).read_text())
+        memo.set(key, intervals)
+        memo.save()
+    return intervals
