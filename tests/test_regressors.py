@@ -201,11 +201,11 @@ def test_training_is_bit_identical_whatever_the_callers_thread_count():
 
 def test_pooled_training_data_gives_no_images_in_the_parts_shape():
     """k-fold over train + val pools them; asking for no images gives an empty batch, not None."""
-    from harness.models.regressors import _Pooled
+    from harness.models.training_data import Pooled
 
     parts = [ArrayData(np.zeros((3, 8, 8, 3), np.uint8), np.zeros(3, np.float32)),
              ArrayData(np.ones((2, 8, 8, 3), np.uint8), np.ones(2, np.float32))]
-    pooled = _Pooled(parts)
+    pooled = Pooled(parts)
     assert pooled.images(np.array([4, 0])).tolist() == [np.ones((8, 8, 3)).tolist(), np.zeros((8, 8, 3)).tolist()]
     empty = pooled.images(np.array([], dtype=np.int64))
     assert empty.shape == (0, 8, 8, 3) and empty.dtype == np.uint8

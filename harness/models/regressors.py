@@ -35,7 +35,9 @@ writes checkpoints. On a CUDA GPU batches cross from pinned memory as uint8 (cas
 convolutional nets run channels-last; training and prediction stay float32 (``precision`` other
 than float32/auto is refused: the bit-reproducible training below is this model's contract).
 Checkpoints are ``torch.save`` dicts of tensors and plain values, read back with
-``torch.load(weights_only=True)``. ``history`` holds per-epoch train/val loss per fold.
+``torch.load(weights_only=True)``. ``history`` holds per-epoch train/val loss per fold. A training
+given a :class:`~.checkpoints.TrainingCheckpoint` keeps each finished epoch there and, stopped,
+resumes from the last one (models/checkpoints.py).
 Reproducibility: for a given ``seed`` a CPU training gives bit-identical weights whatever the
 machine's load or the caller's ``torch.set_num_threads``: fitting, prediction and Grad-CAM run
 with ``threads`` intra-op threads (a fixed reduction order) and torch's deterministic
@@ -55,19 +57,20 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from PIL import Image
 from pydantic import Field
 
 from .base import ModelAdapter, ModelError, ModelSpec
+from .checkpoints import FoldProgress, TrainingCheckpoint, fold_state, restore_fold
 from .device import HALF_DTYPES, BatchOptions, is_cuda, place, to_device
+from .training_data import Pooled, Subset, TrainingData, load_batches
 
 LOCAL_ARCHS = ("lenet", "mlp", "colnet")
 Count = Annotated[int, Field(ge=1, le=65536)]  # filters, units, items
@@ -111,16 +114,6 @@ DEFAULTS: dict[str, Any] = {k: f.default for k, f in CNNOptions.model_fields.ite
 CHECKPOINT_FORMAT = 2  # 2: colnet's layers split into ``pixels`` and ``columns``
 CAM_SIDE = 30
 log = logging.getLogger(__name__)
-
-
-class TrainingData(Protocol):
-    """Images and targets for fitting: ``images(idx)`` returns uint8 (len(idx), H, W[, C])."""
-
-    targets: np.ndarray
-
-    def __len__(self) -> int: ...
-
-    def images(self, idx: np.ndarray) -> np.ndarray: ...
 
 
 class ArrayData:
@@ -303,22 +296,26 @@ class CNNRegressor(ModelAdapter):
         return _build_net(self.spec.name, *self.input_shape, self.options)
 
     # -- training
-    def fit(self, train: TrainingData, val: TrainingData | None = None, data_key: str | None = None
-            ) -> list[list[dict[str, float]]]:
-        """Train (k models with ``kfold``); returns and keeps the per-epoch history."""
+    def fit(self, train: TrainingData, val: TrainingData | None = None, data_key: str | None = None,
+            checkpoint: TrainingCheckpoint | None = None, label: str | None = None) -> list[list[dict[str, float]]]:
+        """Train (k models with ``kfold``); returns and keeps the per-epoch history. With a
+        ``checkpoint`` each finished epoch is kept there and a training it holds resumes; ``label``
+        names the training in its lines (the model id by default)."""
         from accelerate import Accelerator
 
         if len(train) == 0:
             raise ModelError(f"model {self.spec.id!r}: no training data")
         self.input_shape = self._shape_of(train.images(np.arange(1)))
         with _reproducible(int(self.options["threads"])):
-            self._fit_all(Accelerator(cpu=self.device == "cpu"), train, val)
+            self._fit_all(Accelerator(cpu=self.device == "cpu"), train, val, checkpoint, label or self.spec.id)
         self.trained_on = data_key
         return self.history
 
-    def _fit_all(self, acc, train: TrainingData, val: TrainingData | None) -> None:
+    def _fit_all(self, acc, train: TrainingData, val: TrainingData | None,
+                 checkpoint: TrainingCheckpoint | None, label: str) -> None:
         k = int(self.options["kfold"])
         self.nets, self.history = [], []
+        folds: list[tuple[TrainingData, TrainingData]]
         if k >= 2:
             parts = [train] + ([val] if val is not None else [])
             rng = np.random.default_rng(int(self.options["seed"]))
@@ -326,18 +323,34 @@ class CNNRegressor(ModelAdapter):
             order = rng.permutation(sum(sizes))
             fold_of = np.empty(len(order), int)
             fold_of[order] = np.arange(len(order)) % k
-            pooled = _Pooled(parts)
-            for f in range(k):
-                self._fit_one(acc, _Subset(pooled, np.flatnonzero(fold_of != f)),
-                              _Subset(pooled, np.flatnonzero(fold_of == f)))
+            pooled = Pooled(parts)
+            folds = [(Subset(pooled, np.flatnonzero(fold_of != f)), Subset(pooled, np.flatnonzero(fold_of == f)))
+                     for f in range(k)]
         else:
             if val is None or len(val) == 0:
                 raise ModelError(f"model {self.spec.id!r}: early stopping needs a validation set")
-            self._fit_one(acc, train, val)
+            folds = [(train, val)]
+        saved = checkpoint.load() if checkpoint is not None else None
+        current = None
+        if checkpoint is not None and saved is not None and tuple(saved["input_shape"]) == self.input_shape:
+            for state, history in zip(saved["states"], saved["history"]):  # folds trained before it stopped
+                self.nets.append(place(self._new_net(), str(acc.device)).eval())
+                self.nets[-1].load_state_dict(state)
+                self.history.append(history)
+            current = saved["current"]
+            if acc.is_main_process:
+                epochs = len(current["history"]) if current else 0
+                log.info("%s: training resumes %s%s, from %s", label, f"after epoch {epochs}" if epochs else "at",
+                         _fold(len(self.nets) + 1, k), checkpoint.path)
+        for train_part, val_part in folds[len(self.nets):]:
+            self._fit_one(acc, train_part, val_part, checkpoint, current, label)
+            current = None
 
-    def _fit_one(self, acc, train: TrainingData, val: TrainingData) -> None:
+    def _fit_one(self, acc, train: TrainingData, val: TrainingData, checkpoint: TrainingCheckpoint | None,
+                 current: dict[str, Any] | None, label: str) -> None:
         import torch
 
+        assert self.input_shape is not None  # fit() set it
         o = self.options
         net = place(self._new_net(), str(acc.device))  # channels-last for a conv net on CUDA
         opt: torch.optim.Optimizer
@@ -353,10 +366,11 @@ class CNNRegressor(ModelAdapter):
         net = acc.prepare_model(net)
         gen = torch.Generator().manual_seed(int(o["seed"]) + len(self.nets))
         rng = np.random.default_rng(int(o["seed"]) + len(self.nets))
+        # every process restores the same epoch (DDP: their weights stay equal)
+        p = FoldProgress() if current is None else restore_fold(current, acc.unwrap_model(net), opt, gen, rng)
         bs = int(o["batch_size"])
-        best, best_state, stale, history = math.inf, None, 0, []
-        t_start = time.perf_counter()
-        for epoch in range(int(o["max_epochs"])):
+        t_start = time.perf_counter() - p.seconds
+        for epoch in range(len(p.history), int(o["max_epochs"])):
             t0 = time.perf_counter()
             net.train()
             order = rng.permutation(len(train))
@@ -364,7 +378,7 @@ class CNNRegressor(ModelAdapter):
             mine = mine[:len(order) // acc.num_processes]
             total, count = 0.0, 0
             batches = [np.sort(mine[start:start + bs]) for start in range(0, len(mine), bs)]
-            for images, targets in _load(train, batches, int(self.runtime["num_workers"])):
+            for images, targets in load_batches(train, batches, int(self.runtime["num_workers"])):
                 x = self._tensor(images, acc.device)
                 if o["noise_std"]:
                     x = x + float(o["noise_std"]) * torch.randn(x.shape, generator=gen).to(x.device)
@@ -380,24 +394,31 @@ class CNNRegressor(ModelAdapter):
             sums = acc.reduce(torch.tensor([total, count], device=acc.device), reduction="sum")
             train_loss = float(sums[0] / sums[1])
             val_loss = self._mse(acc, net, val)
-            history.append({"epoch": epoch + 1, "train_loss": train_loss, "val_loss": val_loss,
-                            "seconds": round(time.perf_counter() - t0, 3)})
+            p.history.append({"epoch": epoch + 1, "train_loss": train_loss, "val_loss": val_loss,
+                              "seconds": round(time.perf_counter() - t0, 3)})
             if acc.is_main_process:
-                log.info("%s fold %d epoch %d: train loss %.5f, val loss %.5f (%.0f s)", self.spec.id,
-                         len(self.nets) + 1, epoch + 1, train_loss, val_loss, history[-1]["seconds"])
-            if val_loss < best:
-                best, stale = val_loss, 0
+                log.info("%s: training%s, epoch %d: train loss %.5f, val loss %.5f (%.0f s)", label,
+                         _fold(len(self.nets) + 1, int(o["kfold"])), epoch + 1, train_loss, val_loss,
+                         p.history[-1]["seconds"])
+            if val_loss < p.best:
+                p.best, p.stale = val_loss, 0
                 state = acc.unwrap_model(net).state_dict()
-                best_state = {k: v.detach().cpu().clone() for k, v in state.items()}
+                p.best_state = {k: v.detach().cpu().clone() for k, v in state.items()}
             else:
-                stale += 1
+                p.stale += 1
+            p.seconds = time.perf_counter() - t_start
             budget = o["max_train_seconds"]
-            if stale >= int(o["patience"]) or (budget and time.perf_counter() - t_start > float(budget)):
+            stop = p.stale >= int(o["patience"]) or bool(budget and p.seconds > float(budget))
+            done = stop or epoch + 1 == int(o["max_epochs"])
+            if done:
+                self.nets.append(acc.unwrap_model(net).eval())
+                self.nets[-1].load_state_dict(p.best_state)
+                self.history.append(p.history)
+            if checkpoint is not None and acc.is_main_process:
+                checkpoint.save(self.input_shape, self.nets, self.history,
+                                None if done else fold_state(acc.unwrap_model(net), opt, gen, rng, p))
+            if stop:
                 break
-        plain = acc.unwrap_model(net)
-        plain.load_state_dict(best_state)
-        self.nets.append(plain.eval())
-        self.history.append(history)
 
     def _mse(self, acc, net, data: TrainingData) -> float:
         import torch
@@ -506,6 +527,10 @@ class CNNRegressor(ModelAdapter):
         return self
 
 
+def _fold(number: int, k: int) -> str:
+    return f" fold {number} of {k}" if k >= 2 else ""
+
+
 @contextmanager
 def _reproducible(threads: int) -> Iterator[None]:
     """Fixed intra-op threads and deterministic algorithms for the block, then the caller's
@@ -522,74 +547,3 @@ def _reproducible(threads: int) -> Iterator[None]:
     finally:
         torch.set_num_threads(before[0])
         torch.use_deterministic_algorithms(before[1])
-
-
-class _Batches:
-    """Index batches of a TrainingData as a map-style dataset (one item = one batch)."""
-
-    def __init__(self, data: TrainingData, batches: list[np.ndarray]):
-        self.data, self.batches = data, batches
-
-    def __len__(self) -> int:
-        return len(self.batches)
-
-    def __getitem__(self, b: int) -> tuple[np.ndarray, np.ndarray]:
-        idx = self.batches[b]
-        return self.data.images(idx), self.data.targets[idx]
-
-
-def _as_is(item):
-    return item  # a module-level function: workers started with "spawn" must pickle it
-
-
-def _load(data: TrainingData, batches: list[np.ndarray], workers: int):
-    """The batches' (images, targets), rendered in ``workers`` processes when > 0 (charts that
-    do not fit in memory are drawn per batch, in parallel with training)."""
-    if workers <= 0:
-        return (_Batches(data, batches)[b] for b in range(len(batches)))
-    import torch
-    from torch.utils.data import DataLoader
-
-    # its own generator: seeding the workers must not consume the global RNG that dropout uses
-    # _Batches is a map-style dataset by protocol (__getitem__, __len__); the stubs want the class
-    return iter(DataLoader(_Batches(data, batches),  # type: ignore[arg-type]
-                           batch_size=None, shuffle=False, num_workers=workers, collate_fn=_as_is,
-                           generator=torch.Generator().manual_seed(0)))
-
-
-class _Pooled:
-    """Several TrainingData as one (for k-fold over train + val)."""
-
-    def __init__(self, parts: list[TrainingData]):
-        self.parts = parts
-        self.offsets = np.cumsum([0] + [len(p) for p in parts])
-        self.targets = np.concatenate([p.targets for p in parts])
-
-    def __len__(self) -> int:
-        return int(self.offsets[-1])
-
-    def images(self, idx: np.ndarray) -> np.ndarray:
-        if not len(idx):
-            return self.parts[0].images(idx)  # no images, in the parts' shape and type
-        which = np.searchsorted(self.offsets, idx, side="right") - 1
-        out: np.ndarray | None = None
-        for p in np.unique(which):
-            sel = which == p
-            part = self.parts[p].images(idx[sel] - self.offsets[p])
-            if out is None:
-                out = np.empty((len(idx),) + part.shape[1:], part.dtype)
-            out[sel] = part
-        assert out is not None  # idx is not empty: some part gave images
-        return out
-
-
-class _Subset:
-    def __init__(self, data: TrainingData, idx: np.ndarray):
-        self.data, self.idx = data, idx
-        self.targets = data.targets[idx]
-
-    def __len__(self) -> int:
-        return len(self.idx)
-
-    def images(self, idx: np.ndarray) -> np.ndarray:
-        return self.data.images(self.idx[idx])

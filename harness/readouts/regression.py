@@ -2,7 +2,10 @@
 
 ``prepare`` trains the regressor on the task's probe-train split (``meta['subset']`` 'train';
 'val' for early stopping, else a seeded 10% of train) or, when a checkpoint for the same model
-fingerprint and the same training data exists, loads it instead. The training data are named by
+fingerprint and the same training data exists, loads it instead. A training keeps each finished
+epoch beside the task's records (``<task>.training.pt``, models/checkpoints.py), so a run stopped
+mid-training resumes there; the file goes once the trained checkpoint is written. A model without
+``fit`` (a regressor of the user's own, ``source: python``) predicts as it comes. The training data are named by
 a content key over their stimulus hashes (render.content_key; charts by their parameters), so the key is known
 before anything is rendered or trained and enters the trial cache key (``settings``).
 ``respond`` returns the predicted ratio (a fraction) per stimulus; with ``gradcam`` it also
@@ -25,6 +28,7 @@ import numpy as np
 from pydantic import Field
 
 from ..models.base import fingerprint_hash
+from ..models.checkpoints import TrainingCheckpoint
 from ..stimuli.bars.render import content_key, render_stimuli
 from ..stimuli.base import Stimulus, StimulusSet
 from .base import Readout, ReadoutSettings, Response
@@ -91,16 +95,33 @@ class RegressionReadout(Readout):
         root = Path(self.options["checkpoint_dir"] or default_checkpoint_dir())
         return root / f"{fingerprint_hash(model.fingerprint)[:16]}-{self.data_key[:16]}.pt"
 
+    def training_checkpoint(self, model) -> TrainingCheckpoint | None:
+        """Where the training keeps each finished epoch: beside the task's records, in the result
+        folder (the runner's embedding cache is kept there); None for a readout outside a battery."""
+        if self.embeddings is None:
+            return None
+        key = hashlib.sha256(f"{fingerprint_hash(model.fingerprint)}|{self.data_key}".encode()).hexdigest()
+        return TrainingCheckpoint(self.embeddings.path.with_name(f"{self.stimset.task_id}.training.pt"), key)
+
     def prepare(self, model) -> None:
+        if not hasattr(model, "fit"):  # a regressor of the user's own: trained already
+            return
         path = self.checkpoint_path(model)
         if path.is_file():
             model.load(path)
             return
         cache = int(self.options["cache_bytes"])
-        model.fit(StimulusData(self.train, cache), StimulusData(self.val, cache), data_key=self.data_key)
+        training = self.training_checkpoint(model)
+        model.fit(StimulusData(self.train, cache), StimulusData(self.val, cache), data_key=self.data_key,
+                  checkpoint=training, label=f"{model.spec.id} {self.stimset.task_id}")
         # every process trained its share (accelerate DDP); one writes the checkpoint
         if self.dist.is_main:
             model.save(path)
+            if training is not None:
+                # the trained checkpoint (and the run's MLflow artifact) now hold these weights,
+                # and a rerun loads it: kept, the training's copy would make every result folder,
+                # which travels as a tar or zip, carry each trained network once more
+                training.remove()
         self.dist.barrier()
 
     def artifacts(self, model) -> dict[str, Path]:
