@@ -100,3 +100,22 @@ def test_a_run_that_finished_again_is_read_again(store, monkeypatch):
     again = client.get_run(run.info.run_id)
     assert batteries.finished_intervals(client, again, uri) == changed
     assert len(calls) == 2
+
+
+def test_a_summary_drawn_again_rewrites_no_battery_s_unchanged_tags(store, monkeypatch):
+    """Each battery carries its answers and colour as tags; drawn again from the same batteries
+    (``gestalt report``), the summary writes none of them again: a client call per battery."""
+    from mlflow import MlflowClient
+
+    uri, _, _ = store
+    report.experiment_summary(uri, "roster")
+    written = []
+    orig = MlflowClient.log_batch
+
+    def counting(self, run_id, *args, **kw):
+        written.append(run_id)
+        return orig(self, run_id, *args, **kw)
+
+    monkeypatch.setattr(MlflowClient, "log_batch", counting)
+    summary = report.experiment_summary(uri, "roster")
+    assert written == [summary.run_id]  # its own description and fingerprint alone

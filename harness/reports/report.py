@@ -78,7 +78,7 @@ from . import figures as F
 from .style import DPI, family_colors
 from .bars_figures import generalization_matrix_figure, level_curves
 from .chart6_figures import chart6_report_figures
-from .summary import RUN_COLOR_TAG, Groups, ModelRun, Summary, answer_text, log_summary
+from .summary import Groups, ModelRun, Summary, answer_text, log_summary
 from .shape_bias_figures import texture_vs_shape_report_figures
 
 # The paper's family order (supervised, self-supervised, contrastive V-L, open VLM, closed), with
@@ -676,7 +676,7 @@ def _log_summary(tracking_uri: str, experiment: str, runs: list[BatteryRunData],
     ceilings = {t: f"`{t}` {s.name}: ceiling {_fmt(s.ceiling)}, {s.ceiling_source or 'source not stated'}"
                 for (_, t), s in heads.cells.items() if s.ceiling is not None}
     return log_summary(tracking_uri, experiment, runs[0].experiment_id,
-                       [ModelRun(r.model, r.family, r.run_id, r.tags.get(RUN_COLOR_TAG), r.task_runs)
+                       [ModelRun(r.model, r.family, r.run_id, r.tags, r.task_runs)
                         for r in runs],
                        heads.names, figures, groups, texts, metrics,
                        [ceilings[t] for t in heads.names if t in ceilings], history)

@@ -47,7 +47,7 @@ class ModelRun:
     model: str
     family: str
     run_id: str  # its newest battery
-    color: str | None  # its mlflow.runColor tag now
+    tags: dict[str, str]  # its newest battery's tags now (its answers and colour among them)
     task_runs: dict[str, str]  # task -> the battery answering it
 
 
@@ -178,9 +178,11 @@ def log_summary(tracking_uri: str, experiment: str, experiment_id: str, runs: li
         for rid in dict.fromkeys([r.run_id, *r.task_runs.values()]):
             tags = {task: text for (model, task), text in answers.items()
                     if model == r.model and r.task_runs.get(task, r.run_id) == rid}
-            if rid != r.run_id or r.color != color:
-                tags[RUN_COLOR_TAG] = color
-            client.log_batch(rid, tags=[RunTag(k, v) for k, v in tags.items()])
+            tags[RUN_COLOR_TAG] = color
+            # only what changed: a client call per battery of an experiment of 1,000 is minutes
+            now = r.tags if rid == r.run_id else {}
+            if changed := [RunTag(k, v) for k, v in tags.items() if now.get(k) != v]:
+                client.log_batch(rid, tags=changed)
     view = answer_columns(metrics, answers)
 
     def lead_with_answers(state: dict) -> bool:
