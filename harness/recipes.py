@@ -1,4 +1,7 @@
-"""Recipes: strict YAML (models x tasks + settings), ``extends:``, command-line overrides.
+"""Recipes: their typed sections (models x tasks + settings) and :func:`load_recipe`, which reads
+the file strictly (:mod:`harness.recipe_yaml`), merges ``extends:`` and applies command-line
+overrides (:mod:`harness.recipe_overrides`), validates, and words what is wrong
+(:mod:`harness.recipe_messages`).
 
 Every section forbids unknown keys; an error names the file, the line and the key, and exits 2
 before anything loads. ``task_options.<task>`` holds the task builder's options, checked against
@@ -13,23 +16,20 @@ logged to MLflow with its sha256. Format and rules: docs/design.md ("Recipes").
 
 from __future__ import annotations
 
-import copy
-import difflib
 import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable
 from dataclasses import fields
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, Strict, ValidationError,
                       field_validator, model_validator)
 
-from .errors import GestaltError, plain
 from .models.base import DType, ModelSpec, Precision
+from .recipe_messages import RecipeError, did_you_mean, line_of, validation_message
+from .recipe_overrides import apply_overrides, read_extended, task_ids
 from .scores.tasks import Bootstrap
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
@@ -72,10 +72,6 @@ def _tracking_schemes() -> list[str]:
     from importlib.metadata import entry_points
 
     return [*TRACKING_SCHEMES, *(e.name for e in entry_points(group="mlflow.tracking_store"))]
-
-
-class RecipeError(GestaltError):
-    """A recipe that cannot run; the message names file, line and key."""
 
 
 class _Strict(BaseModel):
@@ -247,10 +243,7 @@ class Recipe(_Strict):
 
     def where(self, *place: str | int) -> str:
         """'file:line' of a key of the recipe (or of the nearest enclosing one), for messages."""
-        for i in range(len(place), 0, -1):
-            if place[:i] in self._lines:
-                return self._lines[place[:i]]
-        return self._file
+        return line_of(self._lines, place, self._file)
 
     def builder_options(self, task_id: str) -> dict[str, Any]:
         """``task_options.<task>`` without ``readout`` (checked at load against the builder)."""
@@ -272,258 +265,6 @@ class Recipe(_Strict):
         return hashlib.sha256(json.dumps(self.resolved(), sort_keys=True).encode()).hexdigest()
 
 
-# -- YAML: one strict reading, with line numbers ---------------------------------------------------
-
-MAX_BYTES = 1 << 20  # a recipe is a page of settings, not data
-MAX_DEPTH = 32  # nesting levels (a recipe needs about 6)
-MAX_NODES = 100_000  # values after alias expansion: bounds "billion laughs"
-_CORE = ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
-         "tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:value")
-
-
-class _Loader(yaml.SafeLoader):
-    """YAML 1.2 core scalars instead of PyYAML's 1.1 ones, so values read as written:
-    ``yes``/``on``/``no`` and ``1:30`` stay strings (a typed field then refuses or reads them),
-    only ``true``/``false`` are booleans, and an integer with a leading zero (1.1: octal, ``012``
-    -> 10) is refused rather than guessed."""
-
-
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag not in _CORE]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-_Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-                              list("tTfF"))
-_Loader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
-                              list("-+0123456789"))
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)"
-               r"|\.(?:nan|NaN|NAN))$"),
-    list("-+0123456789."))
-
-
-def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int | str:
-    text = str(loader.construct_scalar(node))
-    digits = text.lstrip("+-")
-    if len(digits) > 1 and digits[0] == "0" and digits[1].isdigit():
-        raise yaml.constructor.ConstructorError(
-            None, None, f"{text} has a leading zero (YAML 1.1 reads it as octal); write it without, "
-            f"or quote it", node.start_mark)
-    try:
-        return int(text, 0) if digits[:2] in ("0o", "0x") else int(text)
-    except ValueError:  # over Python's 4,300 digits: the text, which the typed setting then refuses
-        return text
-
-
-_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
-
-
-def _scan(root: yaml.Node, file: str) -> dict[tuple, str]:
-    """(key path) -> 'file:line' for every mapping key and sequence item, refusing duplicate
-    keys, nesting deeper than MAX_DEPTH and alias expansion beyond MAX_NODES. Iterative, and
-    aliased nodes are counted each time they are reached, so a bomb stops at the bound."""
-    out: dict[tuple, str] = {}
-    stack: list[tuple[yaml.Node, tuple, int]] = [(root, (), 0)]
-    seen_nodes = 0
-    while stack:
-        node, path, depth = stack.pop()
-        seen_nodes += 1
-        if seen_nodes > MAX_NODES:
-            raise RecipeError(f"{file}:{node.start_mark.line + 1}: more than {MAX_NODES:,} values after "
-                              f"expanding aliases (a YAML alias bomb?)")
-        if depth > MAX_DEPTH:
-            raise RecipeError(f"{file}:{node.start_mark.line + 1}: nested more than {MAX_DEPTH} levels")
-        if isinstance(node, yaml.MappingNode):
-            first: dict[Any, int] = {}
-            for k, v in node.value:
-                line = k.start_mark.line + 1
-                if not isinstance(k, yaml.ScalarNode) or k.tag == "tag:yaml.org,2002:merge":
-                    stack.append((v, path, depth + 1))
-                    continue
-                if k.value in first:
-                    raise RecipeError(f"{file}:{line}: key {k.value!r} repeats the one on line "
-                                      f"{first[k.value]} (only one may stay)")
-                first[k.value] = line
-                out[path + (k.value,)] = f"{file}:{line}"
-                stack.append((v, path + (k.value,), depth + 1))
-        elif isinstance(node, yaml.SequenceNode):
-            for i, v in enumerate(node.value):
-                out[path + (i,)] = f"{file}:{v.start_mark.line + 1}"
-                stack.append((v, path + (i,), depth + 1))
-    return out
-
-
-# PyYAML's problem (its words) -> what it means in a recipe and how to fix it
-YAML_WORDS = (
-    ("mapping values are not allowed", "a second ': ' on the line (quote a value that holds ': ') "
-                                       "or a key indented under a value"),
-    ("could not find expected ':'", "a line that is neither 'key: value' nor '- item' (a ':' missing, or "
-                                    "a line indented under a value)"),
-    ("did not find expected key", "a line that does not line up with the keys above it (check its indentation)"),
-    ("did not find expected '-' indicator", "a line that does not line up with the list items above it "
-                                            "(check its indentation)"),
-    ("found character '\\t'", "a tab: indent with spaces"),
-    ("that cannot start any token", "a value starting with a character YAML reserves ('@', '`'): quote it"),
-    ("expected <block end>", "a line that does not line up with the lines above it (check its indentation)"),
-    ("found unexpected end of stream", "a quote opened and never closed"),
-    ("expected ',' or ']'", "a '[' list not closed by ']' (or a ',' missing between its items)"),
-    ("expected ',' or '}'", "a '{' mapping not closed by '}' (or a ',' missing between its items)"),
-    ("found duplicate anchor", "an anchor ('&name') defined twice"),
-    ("found undefined alias", "an alias ('*name') with no anchor '&name' before it"),
-)
-
-
-def _parse(text: str, file: str) -> tuple[Any, dict[tuple, str]]:
-    """The value of one YAML document and its line map; any failure is one RecipeError line."""
-    loader = None
-    try:
-        loader = _Loader(text)  # its reader refuses control characters already
-        node = loader.get_single_node()
-        if node is None:
-            return None, {}
-        lines = _scan(node, file)
-        return loader.construct_document(node), lines
-    except RecursionError:
-        raise RecipeError(f"{file}: nested too deeply (over {MAX_DEPTH} levels)") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else file
-        problem = " ".join(str(getattr(e, "problem", None) or e).split())
-        words = next((w for p, w in YAML_WORDS if p in problem), problem)
-        raise RecipeError(f"{where}: not valid YAML: {words}") from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-
-
-def _read_yaml(path: Path) -> tuple[dict, dict]:
-    try:
-        if not path.is_file():
-            raise RecipeError(f"{path}: recipe file not found")
-        if path.stat().st_size > MAX_BYTES:
-            raise RecipeError(f"{path}: {path.stat().st_size:,} bytes; a recipe is at most {MAX_BYTES:,}")
-        raw = path.read_bytes()
-    except OSError as e:
-        raise RecipeError(f"{path}: cannot read ({e.strerror or e})") from None
-    if b"\0" in raw:
-        raise RecipeError(f"{path}: a binary file, not a YAML recipe")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise RecipeError(f"{path}: not UTF-8 text (byte {e.start})") from None
-    data, lines = _parse(text, str(path))
-    if not isinstance(data, dict):
-        raise RecipeError(f"{path}: a recipe is a YAML mapping")
-    return data, lines
-
-
-def _merge(base: dict, over: dict) -> dict:
-    out = copy.deepcopy(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
-def _load_raw(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict, dict]:
-    if "\0" in str(path):
-        raise RecipeError(f"{str(path)!r}: a path cannot hold a NUL character")
-    path = path.resolve()
-    if path in seen:
-        raise RecipeError(f"{path}: extends itself (cycle: {' -> '.join(map(str, seen + (path,)))})")
-    data, lines = _read_yaml(path)
-    parent = data.pop("extends", None)
-    if parent is None:
-        return data, lines
-    if not isinstance(parent, str):
-        raise RecipeError(f"{lines.get(('extends',), path)}: extends must be a path")
-    if "\0" in parent:
-        raise RecipeError(f"{lines.get(('extends',), path)}: extends: a path cannot hold a NUL character")
-    base, base_lines = _load_raw((path.parent / parent), seen + (path,))
-    return _merge(base, data), {**base_lines, **lines}
-
-
-def _set_path(data: dict, keys: list[str], value: Any) -> None:
-    node: Any = data
-    for k in keys[:-1]:
-        if isinstance(node, list):
-            node = node[int(k)]
-        else:
-            node = node.setdefault(k, {})
-    last = keys[-1]
-    if isinstance(node, list):
-        node[int(last)] = value
-    else:
-        node[last] = value
-
-
-def _task_ids(tasks: Any) -> list[str]:
-    """The task ids of a ``tasks`` list, batteries expanded; unknown names are kept as written
-    (validation reports them)."""
-    from .stimuli.registry import BATTERIES
-
-    names = tasks if isinstance(tasks, list) else []
-    return [t for n in names if isinstance(n, str) for t in BATTERIES.get(n, [n])]
-
-
-def _override_keys(data: dict, dotted: str) -> list[str]:
-    """The key path of a dotted override. Under ``task_options.`` the task id (dots and all) is
-    the longest prefix of the rest that is a task of the recipe or an existing task_options key:
-    ``task_options.ratio.chart.haehn_type1:step_a.values`` sets
-    ``task_options["ratio.chart.haehn_type1:step_a"]["values"]``."""
-    keys = dotted.split(".")
-    if keys[0] != "task_options" or len(keys) < 2:
-        return keys
-    rest = dotted[len("task_options."):]
-    existing = data.get("task_options")
-    known = set(_task_ids(data.get("tasks"))) | set(existing if isinstance(existing, dict) else ())
-
-    def fits(form: str) -> bool:
-        return rest == form or rest.startswith(form + ".")
-
-    # the command line (fire) reads '-' in an option name as '_': step-b arrives as step_b
-    found = [(len(t), fits(t), t) for t in known if fits(t) or fits(t.replace("-", "_"))]
-    if not found:
-        raise RecipeError(f"override {dotted}: names no task of the recipe "
-                          f"(tasks: {', '.join(_task_ids(data.get('tasks'))) or 'none'})")
-    task = max(found)[2]  # the longest; an exact spelling before a '-' read as '_'
-    tail = rest[len(task) + 1:]
-    return ["task_options", task, *(tail.split(".") if tail else [])]
-
-
-def did_you_mean(word: str, known: Iterable[str]) -> str:
-    """'; did you mean X?' with the known name closest to a misspelt one, or '' when none is close."""
-    match = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.5)
-    return f"; did you mean {match[0]}?" if match else ""
-
-
-def _keys_at(model: type[BaseModel], loc: tuple) -> list[str]:
-    """The keys the section of ``model`` at ``loc`` takes (through list items and mapping values)."""
-    node: Any = model
-    for part in loc:
-        if isinstance(node, type) and issubclass(node, BaseModel) and part in node.model_fields:
-            node = node.model_fields[part].annotation
-        elif get_origin(node) in (list, dict):
-            node = get_args(node)[-1]
-        else:
-            return []
-    return list(node.model_fields) if isinstance(node, type) and issubclass(node, BaseModel) else []
-
-
-def _validation_message(e: ValidationError, lines: dict, fallback: str, prefix: tuple = (),
-                        model: type[BaseModel] | None = None) -> str:
-    """The first error of a pydantic validation as 'file:line: key: what' (+ how many more); an
-    unknown key with the closest key ``model`` takes there."""
-    err = e.errors()[0]
-    loc = prefix + tuple(err["loc"])
-    where = next((lines[loc[:i]] for i in range(len(loc), 0, -1) if loc[:i] in lines), fallback)
-    key = ".".join(str(p) for p in loc) or "(recipe)"
-    msg = plain(err["msg"])
-    if err["type"] == "extra_forbidden":
-        msg = "unknown key" + did_you_mean(str(err["loc"][-1]), _keys_at(model or Recipe, tuple(err["loc"][:-1])))
-    more = f" (+{e.error_count() - 1} more errors)" if e.error_count() > 1 else ""
-    return f"{where}: {key}: {msg}{more}"
-
-
 def _check_readout_settings(settings: dict[str, Any], readouts: list[str], lines: dict, path: str | Path,
                             place: tuple[str | int, ...]) -> None:
     """Settings given to readouts (a task's ``readout:``, a model's ``generation:``) are ones that
@@ -537,16 +278,16 @@ def _check_readout_settings(settings: dict[str, Any], readouts: list[str], lines
     for key in settings:
         if key not in known:
             at = place + (key,)
-            where = next((lines[at[:i]] for i in range(len(at), 0, -1) if at[:i] in lines), str(path))
-            raise RecipeError(f"{where}: {'.'.join(map(str, place + (key,)))}: unknown key{did_you_mean(key, known)} "
-                              f"(settings of readouts {', '.join(models)}: {', '.join(known) or 'none'})")
+            raise RecipeError(f"{line_of(lines, at, str(path))}: {'.'.join(map(str, at))}: unknown key"
+                              f"{did_you_mean(key, known)} (settings of readouts {', '.join(models)}: "
+                              f"{', '.join(known) or 'none'})")
     errors = []
     for model in (m for m in models.values() if set(settings) <= set(m.model_fields)):
         try:
             model.model_validate(settings)
             return
         except ValidationError as e:
-            errors.append(_validation_message(e, lines, str(path), place, model))
+            errors.append(validation_message(e, lines, str(path), place, model))
     if errors:
         raise RecipeError(errors[0])
 
@@ -609,7 +350,7 @@ def _check_task_options(recipe: Recipe, lines: dict, path: str | Path, file_task
             if e.errors()[0]["type"] == "extra_forbidden":
                 known = ", ".join(sorted(get_task(key).options_model().model_fields)) or "none"
                 hint = f" (options of {key}: {known}; the readout's settings go under readout:)"
-            raise RecipeError(_validation_message(e, lines, str(path), place,
+            raise RecipeError(validation_message(e, lines, str(path), place,
                                                   get_task(key).options_model()) + hint) from None
 
 
@@ -627,37 +368,18 @@ def _check_model_options(recipe: Recipe, lines: dict, path: str | Path) -> None:
         try:
             options.model_validate(m.options, context={"weights": m.weights})  # refuses options they never read
         except ValidationError as e:
-            raise RecipeError(_validation_message(e, lines, str(path), ("models", i, "options"), options)) from None
+            raise RecipeError(validation_message(e, lines, str(path), ("models", i, "options"), options)) from None
 
 
 def load_recipe(path: str | Path, overrides: dict[str, Any] | None = None) -> Recipe:
     """Load, extend, override and validate. Overrides are dotted paths (``runtime.processes``)."""
-    data, lines = _load_raw(Path(path))
-    file_tasks = _task_ids(data.get("tasks"))
-    # task_options.* last: their task ids are resolved against the tasks as overridden
-    ordered = sorted((overrides or {}).items(), key=lambda kv: kv[0].startswith("task_options."))
-    for dotted, value in ordered:
-        if isinstance(value, str) and not value.strip():  # YAML would read it as null: the default
-            raise RecipeError(f"override {dotted}: empty value (write {dotted}=null to reset it to its default)")
-        if isinstance(value, str):
-            value, _ = _parse(value, f"override {dotted}")
-        if dotted.rsplit(".", 1)[-1] == "tasks" and isinstance(value, str):  # --tasks=x: a list of one
-            value = [value]
-        try:
-            keys = _override_keys(data, dotted)
-            _set_path(data, keys, value)
-        except (IndexError, ValueError, TypeError, AttributeError):
-            raise RecipeError(f"override {dotted}: no such place in the recipe") from None
-        where = tuple(int(k) if k.isdigit() else k for k in keys)
-        for stale in [k for k in lines if k[:len(where)] == where]:  # the file's lines it replaced
-            del lines[stale]
-        for i in range(1, len(where) + 1):  # a section the file does not have is the command line's too
-            lines.setdefault(where[:i], "command line")
-        lines[where] = "command line"
+    data, lines = read_extended(Path(path))
+    file_tasks = task_ids(data.get("tasks"))
+    apply_overrides(data, lines, overrides or {})
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as e:
-        raise RecipeError(_validation_message(e, lines, str(path))) from None
+        raise RecipeError(validation_message(e, lines, str(path), (), Recipe)) from None
     except RecursionError:
         raise RecipeError(f"{path}: nested too deeply") from None
     recipe._lines, recipe._file = lines, str(path)
