@@ -1068,7 +1068,7 @@ def answer_lines(results: list[BatteryResult], boot: Bootstrap) -> list[str]:
     for task_id in dict.fromkeys(t for r in results for t in [*r.scores, *r.unavailable]):
         family = get_family(get_task(task_id).scoring)
         scored = [r for r in results if task_id in r.scores and not r.failed]
-        provisional = [_provisional_line(r, task_id, family.primary) for r in results
+        provisional = [_provisional_line(r, task_id, (family.lead_name,)) for r in results
                        if task_id in r.scores and r.failed]
         if not scored and provisional:
             lines += [f"{task_id}  no finished model to rank", *provisional]
@@ -1147,7 +1147,8 @@ def _verdict_lines(family: Family, scores: dict[str, list[Score]]) -> list[str]:
 
 
 def _provisional_line(r: BatteryResult, task_id: str, primary: tuple[str, ...]) -> str:
-    """A FAILED battery's primary score, named provisional with what it waits for."""
+    """A FAILED battery's headline (``primary``: its family's lead name), named provisional with
+    what it waits for."""
     s = _primary(primary, r.scores[task_id]) if primary else None
     shown = "" if s is None or s.value is None else f"{number(s.value)} "
     why = (f"{r.failed_calls} failed calls left (a rerun sends them)" if r.failed_calls

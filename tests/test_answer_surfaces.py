@@ -85,7 +85,7 @@ def test_each_model_run_carries_its_answer_per_task_first_in_the_runs_table(stor
     assert f"not ranked: {T.SERIES} (people's capacity is a band" in groups["method"]
     state = json.loads(json.loads(exp.tags[SHARED_VIEW_TAG])["state"])
     answer = [f"tags.`{t}`" for t in (T.SIL, T.MARK, T.SERIES)]
-    heads = ["metrics.`Silhouette.B`", "metrics.`Mark_color.B`", "metrics.`Series_count.acc`"]
+    heads = ["metrics.`Silhouette.B`", "metrics.`Mark_color.B`", "metrics.`Series_count.capacity`"]
     assert state["selectedColumns"][:6] == answer + heads
     assert state["columnOrder"][:7] == ["attributes.`Run Name`", *answer, *heads]
     assert "metrics.`Silhouette.B_ci_upper`" in state["selectedColumns"]  # still there, after

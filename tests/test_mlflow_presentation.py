@@ -18,13 +18,12 @@ def test_each_family_names_its_headline_short_and_distinct_and_sorted_first():
     names = {}
     for task_id, spec in TASKS.items():
         family = FAMILIES[spec.scoring]
-        score = (family.primary or [p for p in family.headline if "*" not in p])[0]
-        names[task_id] = family.short_name(task_id, score)
+        names[task_id] = family.short_name(task_id, family.lead_name)
     assert len({n[:12] for n in names.values()}) == len(names)
     assert all(n[0].isupper() for n in names.values())
     assert sorted([*names.values(), *(f"{t}/n" for t in TASKS)])[:len(names)] == sorted(names.values())
     assert names["closure.nat.silhouette"] == "Silhouette.B"
-    assert names["similarity.chart.series_count"] == "Series_count.acc"
+    assert names["similarity.chart.series_count"] == "Series_count.capacity"  # its headline: not an accuracy
     assert family_of("ratio.chart.grape_type1").short_name("ratio.chart.grape_type1:step_c", "mlae") == \
         "Grape_type1.mlae:step_c"
 
@@ -48,8 +47,8 @@ def test_a_run_logs_the_headline_with_its_interval_and_few_other_metrics(tmp_pat
     assert metrics["Silhouette.B_ci_lower"] == round(b.ci_low, 2)
     assert metrics["Silhouette.B_ci_upper"] == round(b.ci_high, 2)
     assert float(params["Silhouette.B_floor"]) == round(b.floor, 4) and params["Silhouette.B_ceiling"] == "0.71"
-    assert {"Mark_color.B", "Series_count.acc", f"{SIL}/n", f"{SIL}/null_rate", f"{SIL}/kappa",
-            f"{SERIES}/capacity"} <= set(metrics)
+    assert {"Mark_color.B", "Series_count.capacity", f"{SIL}/n", f"{SIL}/null_rate", f"{SIL}/kappa",
+            f"{SERIES}/accuracy"} <= set(metrics)
     assert not any("a_k" in k or k.startswith(f"{SIL}/B") for k in metrics)  # in intervals.json only
 
 

@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import require
 from tests.browser import TASKS, Browser, base_of, chromium, three_batteries, ui
 
-HEADLINES = ("Silhouette.B", "Mark_color.B", "Series_count.acc")
+HEADLINES = ("Silhouette.B", "Mark_color.B", "Series_count.capacity")
 
 
 def shown(v: float) -> str:

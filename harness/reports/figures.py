@@ -24,8 +24,8 @@ from ..scores.capacity import FAIL_BELOW  # noqa: E402
 from ..scores.ranking import interval, number, position  # noqa: E402
 from ..scores.record import Score  # noqa: E402
 from ..scores.tasks import family_of  # noqa: E402
-from .style import (MATRIX_CMAP, error_bars, fit_margins, label_margins, palette, set_margins,  # noqa: E402
-                    text_color)
+from .style import (AXIS_LABEL, MATRIX_CMAP, TICKS, error_bars, fit_margins, label_margins,  # noqa: E402
+                    palette, set_margins, text_color, text_inches, wrap_to)
 
 A_K = re.compile(r"^a_k(\d+)$")
 
@@ -248,16 +248,24 @@ def score_figures(task_id: str, scores: list[Score], model_id: str, stimset=None
     return figs
 
 
+MATRIX_CELL = (1.2, 0.34)  # inches per task column and per model row: two lines of 7 pt text, room around
+MATRIX_BAR = (0.18, 3.0)  # the colour bar's width and its longest length, inches
+MATRIX_REPEAT = 20  # above this many models the task headers stand under the rows too
+
+
 def agreement_matrix_figure(models: list[tuple[str, str]], tasks: list[tuple[str, str]],
                             cells: dict[tuple[str, str], Score],
                             unavailable: dict[tuple[str, str], str] | None = None,
                             groups: dict[tuple[str, str], str] | None = None, groups_note: str = ""):
-    """The task x model matrix of each task's headline score (its family's primary score).
+    """The task x model matrix of each task's headline score (its family's
+    :meth:`~harness.scores.tasks.Family.lead_score`, as on every surface).
 
     ``models``: [(model id, family)] in display order (grouped by family); ``tasks``: [(task id,
-    score name)]; ``cells``: (model, task) -> Score. Each cell prints the value and its 95% CI;
-    its colour is the value's position between the task's floor (0) and ceiling (1; 1.0 where a
-    task has no ceiling), so tasks with different floors read on one scale.
+    score name)]; ``cells``: (model, task) -> Score. Each cell prints the value (a censored one
+    says on which side) and its 95% CI; its colour is the value's position between the task's
+    floor (0) and ceiling (1; 1.0 where a task has no ceiling), so tasks with different floors
+    read on one scale. A task whose headline gives no order (series counting's capacity, read
+    against people's band) is left white, its header naming the band.
 
     The colour is the terminal's position (:func:`~harness.scores.ranking.position`): (value -
     floor) / (ceiling - floor) only where the ceiling bounds the score; otherwise, as for B, whose
@@ -266,17 +274,24 @@ def agreement_matrix_figure(models: list[tuple[str, str]], tasks: list[tuple[str
     -1 if a cell does).
 
     ``groups``: (model, task) -> its rank-group letters, printed after the value (models sharing
-    a letter are not told apart); ``groups_note`` says how the groups were formed, under the title.
+    a letter are not told apart); ``groups_note`` says how the groups were formed, under the title,
+    broken into lines as wide as the figure.
+
+    Laid out by hand (:func:`set_margins`): every cell keeps its size (:data:`MATRIX_CELL`), so a
+    hundred models make a tall figure of legible rows rather than a squeezed one, and the margins
+    are sized to the texts they hold.
     """
     unavailable, groups = unavailable or {}, groups or {}
-    decimals = {task: 3 if (f := family_of(task)) is None else f.decimals_of(name) for task, name in tasks}
-    fig, ax = plt.subplots(figsize=(2.3 * len(tasks) + 3.2, 0.42 * len(models) + 2.2),
-                           constrained_layout=True)
+    families = {task: family_of(task) for task, _ in tasks}
+    decimals = {task: 3 if (f := families[task]) is None else f.decimals_of(name) for task, name in tasks}
+    # an unranked family's headline has no order to colour (a task this harness no longer declares keeps its colour)
+    coloured = {task: f is None or f.ranked for task, f in families.items()}
+    fig, ax = plt.subplots()
     frac = np.full((len(models), len(tasks)), np.nan)
     for i, (model, _) in enumerate(models):
         for j, (task, _) in enumerate(tasks):
             s = cells.get((model, task))
-            where = None if s is None else position(s)
+            where = None if s is None or not coloured[task] else position(s)
             if where is not None:
                 frac[i, j] = where
     low = min(-0.25, float(np.nanmin(frac))) if np.isfinite(frac).any() else -0.25
@@ -289,37 +304,78 @@ def agreement_matrix_figure(models: list[tuple[str, str]], tasks: list[tuple[str
                         ha="center", va="center", fontsize=7, color="0.4")
                 continue
             d = decimals[task]
+            side = f" censored {s.extra['censored']}" if s.extra.get("censored") else ""
             ci = "" if s.ci_low is None else f"\n{interval(s, d)}"
             shade = (1.0, 1.0, 1.0) if np.isnan(frac[i, j]) else im.cmap(im.norm(frac[i, j]))
             letters = f"  {groups[(model, task)]}" if groups.get((model, task)) else ""
-            ax.text(j, i, f"{number(s.value, d)}{letters}{ci}", ha="center", va="center", fontsize=7,
+            ax.text(j, i, f"{number(s.value, d)}{side}{letters}{ci}", ha="center", va="center", fontsize=7,
                     color=text_color(shade))
-    head = []
-    for task, name in tasks:
-        s = next((cells[(m, task)] for m, _ in models if (m, task) in cells), None)
-        anchors = "" if s is None else (
-            f"\nfloor {number(s.floor, decimals[task])}") + (
-            f", ceiling {number(s.ceiling, decimals[task])}" if s is not None and s.ceiling is not None else "")
-        head.append(f"{task}\n{name}{anchors}")
-    ax.set_xticks(range(len(tasks)), head, fontsize=7)
+    ax.set_xticks(range(len(tasks)), [_matrix_header(task, name, models, cells, decimals[task], coloured[task])
+                                      for task, name in tasks], fontsize=7)
     ax.xaxis.tick_top()
+    if len(models) > MATRIX_REPEAT:  # a reader scrolled to the last rows still sees which task is which
+        ax.tick_params(axis="x", bottom=True, labelbottom=True)
     ax.set_yticks(range(len(models)), [m for m, _ in models], fontsize=8)
-    families = [f for _, f in models]
+    model_families = [f for _, f in models]
     for i in range(1, len(models)):
-        if families[i] != families[i - 1]:
+        if model_families[i] != model_families[i - 1]:
             ax.axhline(i - 0.5, color="k", lw=1.5)
-    blocks = list(dict.fromkeys(families))
+    blocks = list(dict.fromkeys(model_families))
     right = ax.twinx()  # family names on the right, one tick per block
     right.set_ylim(ax.get_ylim())
-    right.set_yticks([np.mean([i for i, f in enumerate(families) if f == fam]) for fam in blocks],
+    right.set_yticks([np.mean([i for i, f in enumerate(model_families) if f == fam]) for fam in blocks],
                      blocks, fontsize=8, fontweight="bold")
     right.tick_params(length=0)
-    # the label in short lines: one long line along a short bar ran off the page
-    fig.colorbar(im, ax=ax, shrink=0.9, label="position between floor (0)\nand bound (1): ceiling\n"
-                                              "where it bounds the score, else 1")
-    title = "Headline score per task and model (95% bootstrap CI); models grouped by family"
-    ax.set_title(title + (f"\n{groups_note}" if groups_note else ""), fontsize=9)
+    bar = fig.add_axes((0.0, 0.0, 0.1, 0.1))  # over the headers, placed once the margins are known
+    fig.colorbar(im, cax=bar, orientation="horizontal")
+    bar.tick_params(labelsize=7)
+    _lay_out_matrix(fig, ax, right, bar, (len(tasks), len(models)), groups_note)
     return fig
+
+
+def _matrix_header(task: str, name: str, models: list[tuple[str, str]], cells: dict[tuple[str, str], Score],
+                   decimals: int, coloured: bool) -> str:
+    """A task's column header: its id, the headline's name and its anchors: floor and ceiling, or
+    people's band for a headline without an order."""
+    s = next((cells[(m, task)] for m, _ in models if (m, task) in cells), None)
+    if s is None:
+        return f"{task}\n{name}"
+    if not coloured:
+        band = s.extra.get("band")
+        return f"{task}\n{name}\n" + (f"people {band[0]}-{band[1]}, no order" if band else "no order")
+    ceiling = "" if s.ceiling is None else f", ceiling {number(s.ceiling, decimals)}"
+    return f"{task}\n{name}\nfloor {number(s.floor, decimals)}{ceiling}"
+
+
+def _lay_out_matrix(fig, ax, right, bar, shape: tuple[int, int], note: str) -> None:
+    """Size the matrix's figure to its cells and texts and place, from the top: the title with
+    ``note`` wrapped to the figure's width, the colour bar (over the first rows, not at the foot
+    of a hundred), the task headers, the cells with the model names left and the families right."""
+    columns, rows = shape
+    header_w, header_h = text_inches(fig, ax.get_xticklabels())
+    cell_w = max(MATRIX_CELL[0], header_w + AXIS_LABEL)  # no header runs into its neighbour's
+    grid_w, grid_h = columns * cell_w, rows * MATRIX_CELL[1]
+    left = text_inches(fig, ax.get_yticklabels())[0] + TICKS + AXIS_LABEL
+    right_w = text_inches(fig, right.get_yticklabels())[0] + TICKS + AXIS_LABEL
+    width = left + grid_w + right_w
+    title = "Headline score per task and model (95% bootstrap CI); models grouped by family"
+    head = fig.suptitle(wrap_to(fig, title + (f"\n{note}" if note else ""), width - 2 * AXIS_LABEL, fontsize=8),
+                        fontsize=8, va="top")
+    length = min(grid_w, MATRIX_BAR[1])
+    bar.set_xlabel(wrap_to(fig, "colour: position between the floor (0) and the bound (1): the ceiling where it "
+                                "bounds the score, else 1", grid_w, fontsize=8), fontsize=8)
+    bar_h = (MATRIX_BAR[0] + TICKS + text_inches(fig, bar.get_xticklabels())[1]
+             + text_inches(fig, [bar.xaxis.label])[1] + AXIS_LABEL)
+    title_h = text_inches(fig, [head])[1]
+    top = AXIS_LABEL + title_h + AXIS_LABEL + bar_h + AXIS_LABEL + header_h + TICKS
+    bottom = AXIS_LABEL + (header_h + TICKS if rows > MATRIX_REPEAT else 0.0)
+    height = top + grid_h + bottom
+    fig.set_size_inches(width, height)
+    head.set_y(1 - AXIS_LABEL / height)
+    set_margins(fig, left=left, bottom=bottom, right=right_w, top=top)
+    right.set_position(ax.get_position())
+    y0 = height - (AXIS_LABEL + title_h + AXIS_LABEL + MATRIX_BAR[0])
+    bar.set_position(((left + (grid_w - length) / 2) / width, y0 / height, length / width, MATRIX_BAR[0] / height))
 
 
 def rank_correlation_figure(tasks: list[str], rho: np.ndarray, n: np.ndarray, min_n: int):

@@ -6,7 +6,8 @@ it writes only the experiment's summary run (:mod:`~harness.reports.summary`: th
 dissociation figure, and each model run's colour). Into ``out_dir``:
 
 - ``matrix.png`` (the report's first figure): the task x model matrix of each task's headline
-  score (its family's primary score: the runs table's and the scorecard's too) with 95% CIs and
+  score (its family's :meth:`~harness.scores.tasks.Family.lead_score`: the terminal's, the runs
+  table's and the scorecard's too) with 95% CIs and
   rank groups, models grouped by family, families in the paper's order;
 - ``accuracy_vs_kappa.png``: silhouette accuracy vs error consistency for all models, with the
   human ceiling band and the panel's accuracy;
@@ -311,9 +312,19 @@ def task_order(runs: list[BatteryRunData]) -> list[str]:
 
 
 def headline(task_id: str, scores: list[Score]) -> Score | None:
-    """The task's single number, as its scoring family defines it."""
+    """The task's one headline (:meth:`~harness.scores.tasks.Family.lead_score`, as on every
+    surface) for a task on the matrix: one whose family has a primary score (MLAE's error
+    measures are drawn per run)."""
     family = family_of(task_id)
-    return None if family is None else family.primary_score(scores)
+    return None if family is None or not family.primary else family.lead_score(scores)
+
+
+def orders(task_id: str) -> bool:
+    """Whether the task's headline orders models (a ranked family): what the models' order, the
+    matrix's colour and the rank correlations read; series counting's capacity in or out of
+    people's band has no order."""
+    family = family_of(task_id)
+    return family is not None and family.ranked
 
 
 def ordered_models(runs: list[BatteryRunData], tasks: list[str]) -> list[BatteryRunData]:
@@ -321,7 +332,7 @@ def ordered_models(runs: list[BatteryRunData], tasks: list[str]) -> list[Battery
     ceiling (:func:`~harness.scores.ranking.position`, the matrix's colour) over the headline
     scores, best first, then by id."""
     def within(r: BatteryRunData) -> float:
-        fr = [p for t in tasks if (s := headline(t, r.scores.get(t, []))) is not None
+        fr = [p for t in tasks if orders(t) and (s := headline(t, r.scores.get(t, []))) is not None
               and (p := position(s)) is not None]
         return -float(np.mean(fr)) if fr else math.inf
 
@@ -486,9 +497,10 @@ class Headlines:
     unavailable: dict[tuple[str, str], str]
 
     def values(self) -> dict[str, dict[str, float]]:
-        """task -> {model: headline value} (a cell's headline always has one: primary_score)."""
+        """task -> {model: headline value} of the tasks whose headline orders models (:func:`orders`;
+        a cell's headline always has a value: lead_score)."""
         return {t: {m: s.value for (m, tt), s in self.cells.items() if tt == t and s.value is not None}
-                for t in self.names}
+                for t in self.names if orders(t)}
 
 
 def headlines(runs: list[BatteryRunData], tasks: list[str]) -> Headlines:
@@ -545,9 +557,10 @@ def report_captions(runs: list[BatteryRunData], heads: Headlines) -> dict[str, s
     kappa = next(iter(drawing("accuracy_vs_kappa")), "")
     count = next(iter(drawing("a_k")), "")
     return {
-        "matrix.png": f"Each task's headline score (its scoring family's primary score) of {models} models on "
-                      f"{len(heads.names)} tasks; colour: position between the task's floor and human "
-                      f"ceiling. n per cell = scored stimuli ({', '.join(f'{t}: {n_of(t)}' for t in heads.names)}); "
+        "matrix.png": f"Each task's headline score (its scoring family's, as on every surface) of {models} "
+                      f"models on {len(heads.names)} tasks; colour: position between the task's floor and "
+                      f"human ceiling, none where the headline gives no order (a capacity). n per cell = "
+                      f"scored stimuli ({', '.join(f'{t}: {n_of(t)}' for t in heads.names)}); "
                       f"{intervals_caption(list(heads.cells.values()))}.",
         "accuracy_vs_kappa.png": f"{kappa}: accuracy against error consistency (Cohen's kappa with "
                                  f"human observers) per model, with the human-human ceiling band; "
@@ -763,9 +776,9 @@ def report_figures(runs: list[BatteryRunData], heads: Headlines,
     for kind in kinds:
         if kind != "accuracy_vs_kappa":  # the answer's, above
             out.update(REPORT_FIGURES[kind](runs, drawn_by(kind, tasks)))
-    if len(heads.names) >= 2:
-        tasks = list(heads.names)
-        rho, n = rank_correlations(heads.values(), tasks)
+    if len(values := heads.values()) >= 2:
+        tasks = list(values)
+        rho, n = rank_correlations(values, tasks)
         if n[~np.eye(len(tasks), dtype=bool)].max() >= MIN_RANK_MODELS:
             out["rank_correlations.png"] = _png(F.rank_correlation_figure(tasks, rho, n, MIN_RANK_MODELS))
     return out
@@ -941,8 +954,9 @@ def build_report(tracking_uri: str, experiment: str, out_dir: str | Path,
         md += [f"| {h['task']} | {h['score']} | {_fmt(h['value'])} {_ci(h)} | {h['n']} |" for h in humans]
     put("scores.md", "\n".join(md) + "\n")
 
-    rank_tasks = list(heads.names)
-    rho, n = rank_correlations(heads.values(), rank_tasks)
+    values = heads.values()
+    rank_tasks = list(values)
+    rho, n = rank_correlations(values, rank_tasks)
     corr = [{"task_a": a, "task_b": b, "score_a": heads.names[a], "score_b": heads.names[b],
              "spearman_rho": None if np.isnan(rho[i, j]) else float(rho[i, j]), "n": int(n[i, j])}
             for i, a in enumerate(rank_tasks) for j, b in enumerate(rank_tasks) if i < j]

@@ -54,6 +54,27 @@ def text_inches(fig, texts: list[Any]) -> tuple[float, float]:
             max((b.height for b in boxes), default=0.0) / fig.dpi)
 
 
+def wrap_to(fig, text: str, width: float, **font: Any) -> str:
+    """``text`` broken at spaces into lines at most ``width`` inches wide as drawn in ``font``
+    (its line breaks kept; a word wider than that stands alone on its line), measured by the
+    figure's renderer: a title longer than its figure was cut off on both sides."""
+    renderer = fig.canvas.get_renderer()
+    probe = fig.text(0, 0, "", **font)
+    lines = []
+    for paragraph in text.split("\n"):
+        line = ""
+        for word in paragraph.split(" "):
+            probe.set_text(f"{line} {word}" if line else word)
+            if line and probe.get_window_extent(renderer).width / fig.dpi > width:
+                lines.append(line)
+                line = word
+            else:
+                line = probe.get_text()
+        lines.append(line)
+    probe.remove()
+    return "\n".join(lines)
+
+
 def set_margins(fig, *, left: float, bottom: float, right: float, top: float, **space: float) -> None:
     """The subplot grid ``left``, ``bottom``, ... inches from the figure's edges.
 

@@ -10,9 +10,10 @@ decoded here.
 
 ``headline`` names a family's own scores that summarise a model (patterns as in
 :mod:`fnmatch`); ``primary`` is the task's single number on a higher-is-better scale between
-floor and ceiling (the report's matrix, ranking and rank correlations; None for an error
-measure such as MLAE). A family also owns how its scores are shown: the task's one headline
-(:meth:`Family.lead_score`), its short metric name in the runs table (``short``), the few
+floor and ceiling (ranking, the matrix's colour and rank correlations of a ranked task; None for
+an error measure such as MLAE). A family also owns how its scores are shown: the task's one
+headline on every surface (:meth:`Family.lead_score`: the primary score, or for a task no order
+answers the first of its ``verdict`` scores), its short metric name in the runs table (``short``), the few
 ``secondary`` scores a run logs besides it and each score's decimals in tables. The terminal,
 the tracking layer, the scorecards and the report all ask the family, never a task id.
 Scorers are pure numpy: this stage never imports torch.
@@ -109,12 +110,22 @@ class Family:
         by = {s.name: s for s in scores if s.value is not None}
         return next((by[n] for n in self.primary if n in by), None)
 
+    @property
+    def lead_name(self) -> str:
+        """The name of the task's one headline (:meth:`lead_score`) as declared: what the runs
+        table's sortable column is named after before any score exists."""
+        return (self.verdict or self.primary or tuple(p for p in self.headline if "*" not in p))[0]
+
     def lead_score(self, scores: Sequence[Score]) -> Score | None:
-        """The task's one headline wherever it is shown (runs table, scorecard, terminal, matrix):
-        the primary score; for a family without one (an error measure such as MLAE, which the
-        matrix leaves out) its first headline score with a value."""
-        if self.primary:
-            return self.primary_score(scores)
+        """The task's one headline wherever it is shown (terminal, runs table, scorecard, report
+        matrix): for a task no order answers, the first of its verdict scores (series counting:
+        the capacity, read against people's band); else the primary score; for a family with
+        neither (an error measure such as MLAE, which the matrix leaves out) its first headline
+        score with a value."""
+        names = self.verdict[:1] or self.primary
+        if names:
+            by = {s.name: s for s in scores if s.value is not None}
+            return next((by[n] for n in names if n in by), None)
         return next((s for s in self.headline_scores(scores) if s.value is not None), None)
 
     def short_name(self, task_id: str, score_name: str) -> str:
@@ -151,9 +162,11 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
            terms={"B": "share of triplets on which the model picks the odd one out people picked most often",
                   "B_*": "B against another human reference (named after B_)",
                   "individual_agreement": "share of individual people's votes that match the model's pick"}),
+    # headlined by its capacity (SPEC 6; the paper reads its 40 charts "only as capacity-band
+    # membership"); its accuracy is a secondary score, never a rank (``unranked`` below)
     Family("capacity", "harness.scores.capacity:score_capacity",
-           ("accuracy", "capacity", "capacity_in_band", "mae"), primary=("accuracy",),
-           secondary=("capacity", "mae"), short={"accuracy": "acc"},
+           ("capacity", "capacity_in_band", "accuracy", "mae"), primary=("accuracy",),
+           secondary=("accuracy", "mae"),
            decimals={"capacity": 1, "capacity_in_band": 0, "mae": 2}, report_figures=("a_k",),
            terms={"accuracy": "share of charts whose colour series the model counts exactly",
                   "mae": "mean absolute error of the count, in series",

@@ -43,12 +43,6 @@ RUN_TOTALS = ("model_calls",)  # the battery's own totals, besides an API model'
 OPTIONAL_KINDS = ("interval", "counts", "secondary")
 
 
-def lead_name(family: Family) -> str:
-    """The name of the family's headline score as declared (:meth:`Family.lead_score` picks it
-    from the scores: its first primary, else its first headline score with a value)."""
-    return (family.primary or tuple(p for p in family.headline if "*" not in p))[0]
-
-
 @dataclass(frozen=True)
 class MetricPlan:
     """Which metrics a battery run logs, decided from its tasks before the first is scored, so a
@@ -68,7 +62,7 @@ class MetricPlan:
         family = family_of(task_id)
         if family is None or self.tasks.index(task_id) >= self.headlines:
             return []
-        short = family.short_name(task_id, lead_name(family))
+        short = family.short_name(task_id, family.lead_name)
         names = [short + s for s in HEADLINE_SUFFIXES if s == "" or "interval" in self.kinds]
         if "counts" in self.kinds:
             names += [f"{task_id}/n", f"{task_id}/null_rate"]

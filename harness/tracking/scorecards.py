@@ -131,8 +131,9 @@ def _number(v: float | None, decimals: int) -> str:
 
 def scorecard_markdown(model: str, run_id: str, intervals: dict[str, Any]) -> str:
     """A registered scorecard version's description (MLflow renders it on the version page): a
-    Markdown table, per task its headline (:meth:`Family.lead_score`, in bold; the runs table's and
-    the report matrix's number) then its family's secondary scores, each score with the same
+    Markdown table, per task its headline (:meth:`Family.lead_score`, in bold; the terminal's, the
+    runs table's and the report matrix's number) then the rest of its family's verdict and its
+    secondary scores, each score with the same
     decimals in every scorecard (:meth:`Family.decimals_of`) and its 95% interval, floor, ceiling,
     n and nulls; an unavailable task with the reason."""
     head = ["task", "score", "value", "95% interval", "floor", "ceiling", "n", "nulls", "note"]
@@ -153,8 +154,10 @@ def scorecard_markdown(model: str, run_id: str, intervals: dict[str, Any]) -> st
             continue
         scores = _scores(entry)
         lead = family.lead_score(scores)
+        # after the headline the rest of an unranked task's verdict, as the terminal shows it
+        names = dict.fromkeys((*family.verdict, *family.secondary))
         shown = ([lead] if lead is not None else []) + [
-            s for name in family.secondary for s in scores if s.name == name and s is not lead]
+            s for name in names for s in scores if s.name == name and s is not lead]
         for s in shown:
             d = family.decimals_of(s.name)
             ci = (f"[{_number(s.ci_low, d)}, {_number(s.ci_high, d)}]"
