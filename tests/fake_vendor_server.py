@@ -294,6 +294,9 @@ class FakeVendorServer:
                  delay_s: float = 0.0, models: set[str] | None = None, billing: str = "flat",
                  credit: int | None = None):
         self.key = key
+        # keys its model check accepts though generation refuses them: a key revoked between the
+        # preflight's check and the battery
+        self.revoked: set[str] = set()
         self.credit = credit  # generation requests answered before the money runs out (None: never)
         self.broke = 0  # generation requests answered with the vendor's out-of-money error
         self.billing = billing
@@ -363,7 +366,7 @@ class FakeVendorServer:
         vendor = ("google" if path.startswith("/v1beta/") else "azure" if "api-key" in h.headers else
                   "anthropic" if "x-api-key" in h.headers else "openai")
         ok, sent = self._auth_ok(vendor, h.headers)
-        if not ok:
+        if not ok and sent not in self.revoked:
             return self._send(h, 401, {"error": {"message": f"Incorrect API key provided: {sent}"}})
         with self._lock:
             self.model_checks.append((vendor, path))

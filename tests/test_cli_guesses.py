@@ -209,5 +209,5 @@ def test_the_dry_run_names_timm_hub_weights_not_in_the_cache(tmp_path):
                           env=dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf")))
     assert done.returncode == Exit.NOTHING_RAN, (done.stdout, done.stderr)  # its only model left out
     block = done.stdout[done.stdout.index("left out until fixed"):]
-    assert ("model 'm': timm 'test_vit' hub weights are not in the local Hugging Face cache "
-            f"{tmp_path / 'hf' / 'hub'} ") in block, block
+    assert ("model 'm': timm/test_vit.r160_in1k is not in the local Hugging Face cache "
+            f"{tmp_path / 'hf' / 'hub'}, ") in block, block

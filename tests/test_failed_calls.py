@@ -5,8 +5,6 @@ safety) are final. The battery is the silhouette task answered by the fake vendo
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from harness.exit_status import Exit
@@ -25,17 +23,19 @@ def online_again(monkeypatch):
     monkeypatch.setenv("GESTALT_OFFLINE", "0")  # --offline sets it for the process; undone after each test
 
 
+DEAD = "sk-dead-key-000000000000"
+
+
 def test_rerun_with_a_good_key_sends_exactly_the_failed_trials(tmp_path, server):
     path = life.api_recipe(tmp_path, server.url)
-    # a key that stops working during the battery: --offline skips the check that would catch it first
-    code, _, err = life.cli(path, "--offline", key="sk-dead-key-000000000000")
+    server.revoked.add(DEAD)  # a key that stops working after the check, during the battery
+    code, _, err = life.cli(path, key=DEAD)
     assert code == Exit.NEEDS_CHANGE and "FAILED" in err  # a refused key: requeued, it fails again
     assert len(server.requests) == 0  # the fake records only requests that passed its key check
     (run,) = life.battery_runs(tmp_path)
     assert run.info.status == "FAILED"
     assert {r["parse_status"] for r in life.record_lines(tmp_path)} == {"null:api_error:http_401"}
 
-    os.environ["GESTALT_OFFLINE"] = "0"  # the rerun checks the key first
     code, out, err = life.cli(path)
     assert code == 0, err[-2000:]
     assert f"re-sending {life.TRIALS} failed calls" in out
@@ -101,36 +101,32 @@ def test_failure_nulls_are_told_from_answer_nulls(status, extras, failed):
     assert failed_call(status, extras) is failed
 
 
-def test_bad_key_stops_at_preflight_in_one_line_before_any_run(tmp_path, server):
+@pytest.mark.parametrize("flags", [(), ("--offline",)])  # --offline is about source data, not keys
+def test_a_refused_key_leaves_its_model_out_before_any_run(tmp_path, server, flags):
     path = life.api_recipe(tmp_path, server.url)
-    code, _, err = life.cli(path, key="sk-dead-key-000000000000")
-    assert code == 2
+    code, _, err = life.cli(path, *flags, key=DEAD)
+    assert code == Exit.NOTHING_RAN
     (line,) = [x for x in err.splitlines() if x.strip()]
-    assert line.startswith("gestalt: error:") and life.ENV_KEY in line and "refused" in line
+    assert line.startswith("gestalt: incomplete: 1 model left out: fake-api") and life.ENV_KEY in line
+    assert "refused" in line and DEAD not in line
     assert not life.battery_runs(tmp_path) and not life.record_lines(tmp_path) and not server.requests
     assert len(server.model_checks) == 0  # the fake counts only checks that passed its key check
 
 
-def test_offline_skips_the_credential_check(tmp_path, server):
-    path = life.api_recipe(tmp_path, server.url)
-    code, _, err = life.cli(path, "--offline")
-    assert code == 0, err[-2000:]
-    assert not server.model_checks and len(server.requests) == life.TRIALS
-
-
 def test_preflight_names_every_refused_key_in_one_line(tmp_path, server):
     path = life.api_recipe(tmp_path, server.url, models=("fake-api", "fake-b"))
-    code, _, err = life.cli(path, key="sk-dead-key-000000000000")
-    assert code == 2
+    code, _, err = life.cli(path, key=DEAD)
+    assert code == Exit.NOTHING_RAN
     (line,) = [x for x in err.splitlines() if x.strip()]
-    assert "'fake-api'" in line and "'fake-b'" in line and line.count("refused") == 2  # one try, not two
+    assert "fake-api (" in line and "fake-b (" in line and line.count("refused") == 2  # one try, not two
 
 
 def test_a_model_whose_key_is_refused_again_and_again_stops_sending(tmp_path, server):
     from harness.models.api import REFUSED_KEY_BREAKER
 
     path = life.api_recipe(tmp_path, server.url)
-    code, _, err = life.cli(path, "--offline", key="sk-dead-key-000000000000")
+    server.revoked.add(DEAD)
+    code, _, err = life.cli(path, key=DEAD)
     assert code == Exit.NEEDS_CHANGE
     assert server.refused == REFUSED_KEY_BREAKER  # not one request per trial
     records = life.record_lines(tmp_path)

@@ -154,10 +154,9 @@ def test_sigterm_and_ctrl_c_mark_the_run_failed_in_one_line(tmp_path, sig, code,
     assert after.info.run_id == run.info.run_id and after.info.status == "FINISHED"
 
 
-def test_battery_with_every_trial_null_fails(tmp_path, server, monkeypatch):
-    monkeypatch.setenv("GESTALT_OFFLINE", "0")  # restored after the test: --offline sets it for the process
-    # --offline: a key that dies during the battery (a dead key at the start stops at preflight)
-    code, _, err = life.cli(life.api_recipe(tmp_path, server.url), "--offline", key="sk-dead-key-000000000000")
+def test_battery_with_every_trial_null_fails(tmp_path, server):
+    server.revoked.add("sk-dead-key-000000000000")  # a key that dies after the check, during the battery
+    code, _, err = life.cli(life.api_recipe(tmp_path, server.url), key="sk-dead-key-000000000000")
     assert code == Exit.NEEDS_CHANGE  # the key must change: a requeued job would fail the same way
     (line,) = gestalt_lines(err)
     assert "fake-api" in line and "every one of 80 trials null" in line and "FAILED" in line
