@@ -20,6 +20,12 @@ class Exit(IntEnum):
     TERMINATED = 143  # SIGTERM, as a shell reports it
 
 
+# After SIGTERM a scheduler waits this long before SIGKILL (SLURM's KillWait, Kubernetes'
+# terminationGracePeriodSeconds: 30 s by default); a job it kills ends 137, which a rule that
+# requeues 143 misses. A stopping run ends its process by then, with 143, whatever it waits on.
+SIGTERM_DEADLINE_S = 20.0
+
+
 @dataclass(frozen=True)
 class Row:
     statuses: tuple[Exit, ...]
@@ -36,7 +42,8 @@ TABLE = (
     Row((Exit.RERUN_FIXES,),
         "a failure a rerun can fix: a process of the run, the tracking server or a writable output "
         "folder was lost, calls failed for the vendor's own reasons (server errors, timeouts, rate "
-        "limits) or the API credit ran out; the records written so far are kept",
+        "limits), a local model's forward pass or training raised (a missing device, out of memory) "
+        "or the API credit ran out; the records written so far are kept",
         "requeue it (once credit is added, where the line says so): the rerun continues the same "
         "MLflow runs and computes only the missing trials"),
     Row((Exit.BAD_INPUT,), "bad input: recipe, data file, model name, weights, option; nothing was started",
@@ -60,8 +67,10 @@ TABLE = (
         "was spent; its run is marked FAILED",
         "do **not** requeue it: change what the line names (the model or its answer rule, the key, the "
         "budget), then run it again"),
-    Row((Exit.INTERRUPTED, Exit.TERMINATED), "interrupted (Ctrl-C / SIGTERM, e.g. a scheduler's time limit)",
-        "requeue it, as for 1"),
+    Row((Exit.INTERRUPTED, Exit.TERMINATED),
+        f"interrupted (Ctrl-C / SIGTERM, e.g. a scheduler's time limit; after SIGTERM the job ends within "
+        f"{SIGTERM_DEADLINE_S:g} s); the records written so far are kept",
+        "requeue it, as for 1 (a `cnn` training resumes after its last finished epoch)"),
 )
 
 # When a run ends with several of these at once, the first that applies is its status: a battery

@@ -15,13 +15,14 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import ProcessLost
-from ..exit_status import Exit
+from ..exit_status import SIGTERM_DEADLINE_S, Exit
 from ..models.device import auto_device as _auto_device  # one answer for placement and fingerprints
 from ..own_files import open_own
 
@@ -37,14 +38,35 @@ class Interrupted(KeyboardInterrupt):
         self.exit_code = exit_code
 
 
+_deadline: threading.Timer | None = None
+
+
 def _on_sigterm(signum: int, frame: Any) -> None:
+    global _deadline
+    if _deadline is None:
+        _deadline = threading.Timer(SIGTERM_DEADLINE_S, _end_now)
+        _deadline.daemon = True
+        _deadline.start()
     raise Interrupted("terminated (SIGTERM)", exit_code=Exit.TERMINATED)
+
+
+def _end_now() -> None:
+    """The process ended with 143 where stopping outlasts the grace: a forward pass that is one
+    long kernel, a model's code that catches the stop, a lost signal, a slow tracking server. The
+    records so far are kept (a line cut short is repaired by the rerun), and the rerun continues an
+    MLflow run left RUNNING, as after a kill."""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        print(f"gestalt: terminated (SIGTERM): not stopped within {SIGTERM_DEADLINE_S:g} s, ended there; {RESUME}",
+              file=sys.stderr, flush=True)
+    os._exit(Exit.TERMINATED)
 
 
 @contextlib.contextmanager
 def interrupts_as_exceptions() -> Iterator[None]:
     """SIGTERM raises like Ctrl-C (SIGINT), so ``finally``/``with`` blocks close the MLflow run
-    FAILED instead of the process vanishing with it RUNNING."""
+    FAILED instead of the process vanishing with it RUNNING; the process ends at the latest
+    ``SIGTERM_DEADLINE_S`` after it (:func:`_end_now`)."""
     try:
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread: signals cannot be handled here
