@@ -288,7 +288,7 @@ def test_usage_separates_thinking_tokens_for_every_vendor():
 def test_retry_after_is_read_as_the_openai_sdk_reads_it():
     from openai._base_client import SyncAPIClient
 
-    from harness.models.api import retry_after_s
+    from harness.models.api_transport import retry_after_s
 
     sdk = openai.OpenAI(api_key=KEY, base_url=BASE)
     for headers in ({"retry-after-ms": "250"}, {"retry-after": "3"}, {"retry-after": "1.5"},

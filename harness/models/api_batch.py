@@ -47,8 +47,10 @@ import httpx2
 from PIL import Image
 
 from ..own_files import write_own
-from .api import (ANTHROPIC_ERROR_STATUS, VENDOR_SAID, APIModel, RequestPlan, _Retryable, _Terminal,
-                  refused_for_money)
+from .api import APIModel
+from .api_anthropic import ANTHROPIC_ERROR_STATUS
+from .api_capabilities import RequestPlan
+from .api_transport import VENDOR_SAID, Retryable, Terminal, refused_for_money
 from .base import Generation, ModelError
 
 log = logging.getLogger(__name__)
@@ -135,8 +137,8 @@ class BatchJob:
             try:
                 batch["id"] = {"openai": self._submit_openai, "anthropic": self._submit_anthropic,
                                "google": self._submit_google}[m.provider](self._name(i), batch["requests"])
-            except (_Terminal, _Retryable) as e:
-                answered = isinstance(e, _Terminal) or e.code.startswith("http_")  # no batch exists
+            except (Terminal, Retryable) as e:
+                answered = isinstance(e, Terminal) or e.code.startswith("http_")  # no batch exists
                 if answered:
                     del self.state["batches"][i:]
                 else:  # this one may exist; those after it were never sent
@@ -145,7 +147,7 @@ class BatchJob:
                     self.path.unlink()
                 else:  # the batches sent stay: the rerun polls them, the trials of the others are failed calls
                     self._save()
-                what = "refused" if isinstance(e, _Terminal) else "failed"
+                what = "refused" if isinstance(e, Terminal) else "failed"
                 raise ModelError(f"model {m.spec.id!r}: the batch submission was {what} ({e.code}: {e.detail}); "
                                  f"{self._unknown_hint(answered)}") from None
             self._save()
@@ -255,7 +257,7 @@ class BatchJob:
         while True:
             try:
                 batch = m._get(status_url)
-            except (_Terminal, _Retryable) as e:
+            except (Terminal, Retryable) as e:
                 raise ModelError(f"model {m.spec.id!r}: could not ask for batch {batch_id} ({e.code}: "
                                  f"{e.detail}); it stays at the vendor and a rerun polls it again") from None
             status = self._status(batch)
@@ -266,7 +268,7 @@ class BatchJob:
         try:
             results = {"openai": self._results_openai, "anthropic": self._results_anthropic,
                        "google": self._results_google}[m.provider](batch)
-        except (_Terminal, _Retryable) as e:
+        except (Terminal, Retryable) as e:
             raise ModelError(f"model {m.spec.id!r}: could not read the results of batch {batch_id} "
                              f"({e.code}: {e.detail}); a rerun reads them again") from None
         for cid in cids:
@@ -295,13 +297,13 @@ class BatchJob:
                 resp = m._client().get(url, headers=m._headers())
             except httpx2.TransportError as e:  # refused, reset, timed out: the file stays at the vendor
                 if attempt + 1 == attempts:
-                    raise _Retryable("connection", m._scrub(f"{type(e).__name__}: {e}")) from None
+                    raise Retryable("connection", m._scrub(f"{type(e).__name__}: {e}")) from None
                 m._sleep(m._backoff(attempt, None))
                 continue
             if resp.status_code < 400:
                 return resp.text
             if attempt + 1 == attempts or (resp.status_code < 500 and resp.status_code != 429):
-                raise _Terminal(f"http_{resp.status_code}", m._scrub(resp.text))
+                raise Terminal(f"http_{resp.status_code}", m._scrub(resp.text))
             m._sleep(m._backoff(attempt, None))
         raise AssertionError("unreachable")
 
@@ -309,7 +311,7 @@ class BatchJob:
         try:
             # settings left out are the request's, set when the answer is handed to its trial
             return self.model.answer(payload, RequestPlan(max_tokens=0), time.perf_counter())
-        except _Retryable as e:
+        except Retryable as e:
             return Generation(text=None, error=f"{e.code}: {e.detail}")
 
     def _results_openai(self, batch: dict[str, Any]) -> dict[str, Generation]:

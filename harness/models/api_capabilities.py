@@ -15,7 +15,8 @@ vendor's documentation, or the error the vendor returned to a request that sent 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,17 @@ class Family:
 
     def matches(self, model: str) -> bool:
         return re.fullmatch(self.pattern, model) is not None
+
+
+@dataclass(frozen=True)
+class RequestPlan:
+    """What one request sends, after the capability table: gestalt names, not wire names."""
+
+    max_tokens: int
+    sampling: dict[str, float] = field(default_factory=dict)  # temperature, top_p
+    seed: int | None = None
+    thinking: dict[str, Any] = field(default_factory=dict)  # budget / adaptive / effort
+    dropped: dict[str, Any] = field(default_factory=dict)
 
 
 # Below this output budget a model that thinks by default typically spends it all on thinking and
