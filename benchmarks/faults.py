@@ -47,6 +47,8 @@ if os.environ.get("GESTALT_MIRROR"):  # the result-folder runs start in their ow
     os.environ["GESTALT_MIRROR"] = str(Path(os.environ["GESTALT_MIRROR"]).resolve())
 
 from overhead import machine  # noqa: E402 - the CPU, cores and OS a row was measured on
+
+from harness.exit_status import Exit  # noqa: E402
 from tests import lifecycle as life  # noqa: E402
 from tests.fake_vendor_server import FakeVendorServer  # noqa: E402
 from tests.reliability import test_recipe_mutator as mutator  # noqa: E402
@@ -58,6 +60,10 @@ RESULTS = REPO / "benchmarks" / "results" / "faults.csv"
 COLUMNS = ("scenario", "fault", "tries", "lost", "duplicated", "tracebacks", "silent_changes", "unexpected",
            "exit_codes", "seconds", "date", "machine")
 MUTATIONS_PER_TRY = 50
+RUNS_PER_TRY = 2  # real runs of the small recipe's mutations, each some 15-50 s on 2 cores
+# what a run of a recipe may end with (harness/exit_status.py); a mutation that fails a
+# process, the store or the disk of a run is none of them
+PROMISED = {Exit.DONE, Exit.BAD_INPUT, Exit.PARTLY_RAN, Exit.NOTHING_RAN}
 
 
 @dataclass
@@ -352,7 +358,7 @@ def full_disk(tries: int, rng: random.Random, tmp: Path) -> Tally:
 def _recipe_in(folder: Path, path: Path) -> subprocess.CompletedProcess:
     """``gestalt recipe PATH`` started in ``folder``, whose relative store and output it names."""
     return subprocess.run([sys.executable, "-m", "harness.cli", "recipe", str(path)], env=life.env(), cwd=folder,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, errors="replace", timeout=600)
 
 
 def _simulated_full_disk(folder: Path, url: str) -> tuple[int, str, int]:
@@ -383,12 +389,45 @@ def mutated_recipes(tries: int, rng: random.Random, tmp: Path) -> Tally:
     or names what stops it in one ``gestalt:`` line, so a mutation the loader lets through and a
     later step trips on shows. One that puts a key where the recipe has none (a typo, a line
     moved to another section) must be refused: loaded, it is a silent change. Its one line may
-    name another of the mutation's faults first (the misspelt key's missing original)."""
-    cases = []
-    for base in (rng.choice(_seeds()) for _ in range(tries * MUTATIONS_PER_TRY)):
+    name another of the mutation's faults first (the misspelt key's missing original).
+
+    Half the mutations are of the small recipe. Of each try's that plan (dry run 0), ``RUNS_PER_TRY`` drawn
+    by the seed are run for real as ``gestalt recipe``, each in a fresh folder, so a setting
+    that passes the plan and trips once work began (the store, the output folder) shows: a
+    traceback, or a status other than 0, 2, 3, 4 or one without its ``gestalt:`` line, is
+    counted. The shipped recipes' mutations are only dry-run: a real run would load their models."""
+    shipped = [p.read_text() for p in sorted((REPO / "recipes").glob("*.yaml"))]
+    cases, small = [], []
+    # half of the small recipe, so that each try has more that plan than it runs
+    for base in (mutator.SMALL if rng.random() < 0.5 else rng.choice(shipped)
+                 for _ in range(tries * MUTATIONS_PER_TRY)):
         data = mutator.text_mutation(base, rng) if rng.random() < 0.6 else mutator.tree_mutation(base, rng)
         cases.append((data, _new_key(base, data)))
-    return _load_each(tmp, cases, names_key=False, dry_run=True)
+        small.append(base == mutator.SMALL)
+    planned: list[int] = []
+    t = _load_each(tmp, cases, names_key=False, planned=planned)
+    ran = 0
+    for k in range(tries):
+        runnable = [i for i in planned if small[i] and i // MUTATIONS_PER_TRY == k]
+        for i in sorted(rng.sample(runnable, min(RUNS_PER_TRY, len(runnable)))):
+            _run_for_real(t, cases[i][0], _fresh(tmp, f"run{i:05d}"))
+            ran += 1
+    t.note = f" ({ran} ran)"
+    return t
+
+
+def _run_for_real(t: Tally, data: bytes, folder: Path) -> None:
+    """``gestalt recipe`` of the recipe ``data`` in ``folder``, its exit status and tracebacks counted."""
+    path = folder / "recipe.yaml"
+    path.write_bytes(data)
+    try:
+        done = _recipe_in(folder, path)
+    except subprocess.TimeoutExpired:  # a hang: neither a result nor a line saying why not
+        t.expect(False)
+        return
+    t.exits(done)
+    said = any(x.startswith("gestalt: ") for x in done.stderr.splitlines())
+    t.expect(done.returncode in PROMISED and (done.returncode == Exit.DONE or said))
 
 
 def _new_key(base: str, data: bytes) -> str | None:
@@ -408,7 +447,8 @@ def _new_keys(base, tree, at: tuple) -> Iterator[str]:
                 yield from _new_keys(base[k], v, (*at, k))
             else:
                 yield ".".join(map(str, (*at, k)))
-    elif isinstance(base, list) and isinstance(tree, list):
+    elif isinstance(base, list) and isinstance(tree, list) and len(base) == len(tree):
+        # an item removed or added moves those after it: the next one's keys are not new ones
         for i, (b, v) in enumerate(zip(base, tree)):
             yield from _new_keys(b, v, (*at, i))
 
@@ -428,15 +468,12 @@ def mutated_options(tries: int, rng: random.Random, tmp: Path) -> Tally:
     return _load_each(tmp, cases)
 
 
-def _seeds() -> list[str]:
-    return [mutator.SMALL] + [p.read_text() for p in sorted((REPO / "recipes").glob("*.yaml"))]
-
-
-def _load_each(tmp: Path, cases, names_key: bool = True, dry_run: bool = False) -> Tally:
+def _load_each(tmp: Path, cases, names_key: bool = True, planned: list[int] | None = None) -> Tally:
     """Load each (recipe bytes, key it must be refused on or None): a refusal is exit 2, a
     recipe that loads exit 0, anything else a traceback. With ``names_key`` the refusal's one
-    line names the file's line and the key, else the file. With ``dry_run`` each recipe that
-    loads is then dry-run in this process (its exit status counted instead)."""
+    line names the file's line and the key, else the file. Given ``planned``, each recipe that
+    loads is then dry-run in this process (its exit status counted instead), and the index of
+    each that plans (exit 0) is added to it."""
     from harness.errors import GestaltError
     from harness.recipes import load_recipe
 
@@ -448,11 +485,13 @@ def _load_each(tmp: Path, cases, names_key: bool = True, dry_run: bool = False) 
         try:
             load_recipe(path)
             t.silent_changes += key is not None
-            if dry_run:
+            if planned is not None:
                 code, _, err = life.cli(path, "--dry-run")
                 t.exit_codes.add(code)
                 t.tracebacks += err.count("Traceback")
                 t.expect(code == 0 or any(x.startswith("gestalt: ") for x in err.splitlines()))
+                if code == 0:
+                    planned.append(k)
             else:
                 t.exit_codes.add(0)
         except GestaltError as e:
@@ -477,7 +516,8 @@ SCENARIOS: dict[str, tuple[str, Callable[[int, random.Random, Path], Tally]]] = 
     "copy-rerun": ("`cp -a A B`, records removed from B, a rerun in B refused, then one with --rescore; "
                    "A must stay byte-identical", copy_rerun),
     "full-disk": ("the result folder on a 1.4/1.1/0.8 MB disk, then a rerun with room", full_disk),
-    "mutated-recipes": (f"mutated recipes, {MUTATIONS_PER_TRY} per try, each that loads dry-run", mutated_recipes),
+    "mutated-recipes": (f"mutated recipes, {MUTATIONS_PER_TRY} per try, each that loads dry-run, up to "
+                        f"{RUNS_PER_TRY} a try of the small recipe's that plan run for real", mutated_recipes),
     "mutated-options": ("every shipped option set to a wrong type or value", mutated_options),
 }
 

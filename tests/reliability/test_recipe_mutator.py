@@ -15,22 +15,26 @@ from tests.conftest import REPO
 
 N = int(os.environ.get("GESTALT_MUTATIONS", "300"))
 SEED = int(os.environ.get("GESTALT_MUTATION_SEED", "0"))
+# runs as it is in under a minute on a CPU (benchmarks/faults.py runs mutations of it that plan), its
+# store and output relative to the folder it runs in
 SMALL = """name: small
 seed: 0
 models:
-  - {id: m, source: timm, name: test_vit, weights: random, batch_size: 8, generation: {n_reps: 1}}
+  - {id: m, source: timm, name: test_vit, weights: random, batch_size: 8}
 tasks: [closure.nat.silhouette, similarity.chart.series_count]
 task_options:
   similarity.chart.series_count: {n_test: 20, n_train: 40, readout: {alphas: [1.0]}}
 bootstrap: {n_boot: 200, n_boot_kappa: 200, seed: 0}
-runtime: {processes: 1, device: cpu}
-tracking: {enabled: false}
+runtime: {processes: 1, device: cpu, progress: false}
+tracking: {enabled: true, uri: sqlite:///mlflow.db, experiment: small}
+output_dir: out
 """
 TOKENS = ["[", "]", "{", "}", ":", ": ", "- ", "&a ", "*a", "*b", "!!python/object:os.system ", "\t", "\x00",
           "\xff", "012", "0o17", "1:30", "yes", "no", "on", "~", "-1", "1e9", "99999999999999999999", "'",
           '"', "#", "<<: *a", "? ", "|", ">", "%YAML 1.1\n---\n", "...\n", "\ufeff", "\u2028", "ſ", "---\n"]
 VALUES = [None, -1, 0, 10**12, 1.5, "x", "", [], {}, [[[[1]]]], {"a": {"b": {"c": 1}}}, True, "nope",
-          "ratio.chart.grape_type9", "proximity.dots", "closure.nat.silhouette:v-1", "\x00", "a" * 5000]
+          "ratio.chart.grape_type9", "proximity.dots", "closure.nat.silhouette:v-1", "\x00", "a" * 5000,
+          "/dev/null", "bogus://x"]
 
 
 def text_mutation(text: str, rng: random.Random) -> bytes:
