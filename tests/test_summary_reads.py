@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from harness.reports import report
+from harness.reports import report, runs
 from harness.tracking import batteries
 from tests.test_reports import SIL, log_battery_run
 
@@ -66,7 +66,7 @@ def test_another_store_s_summary_downloads_only_the_runs_it_has_not_read(store, 
     downloads every run's intervals, the next only the battery added since."""
     uri, tmp_path, calls = store
     monkeypatch.setattr(batteries, "local_artifacts", lambda artifact_uri: None)
-    monkeypatch.setattr(report, "local_artifacts", lambda artifact_uri: None)
+    monkeypatch.setattr(runs, "local_artifacts", lambda artifact_uri: None)
     report.experiment_summary(uri, "roster")
     assert sorted(c[2] for c in calls) == ["intervals.json"] * K  # and no figure
     before = drawn(uri)
