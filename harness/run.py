@@ -983,9 +983,10 @@ def _battery_trials(recipe: Recipe, p: Planned, stimsets: dict[str, StimulusSet]
 
 @dataclass
 class Charge:
-    """A task's calls charged to the budget as their records are written: each chunk's cost, every
-    process's together, so all processes stop at the same chunk. Calls that timed out count at
-    ``timed_out_usd``; ``records`` counts this process's trials charged."""
+    """A task's calls charged to the budget as their records are written: each record's cost in
+    one process; with several, each chunk's, every process's together, so all processes stop at
+    the same chunk. Calls that timed out count at ``timed_out_usd``; ``records`` counts this
+    process's trials charged."""
 
     budget: Budget
     dist: Dist
