@@ -662,12 +662,13 @@ def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
     except OSError as e:
         raise RecipeError(f"{recipe.where('output_dir')}: output_dir: {unwritable_folder(recipe.out_dir, e)}; "
                           f"choose another with --output_dir=DIR") from None
+    dist = Dist()
+    said = echo if dist.is_main else (lambda line: None)  # the recipe's budget is said once, whatever the processes
     budget = None
     if recipe.budget_usd is not None:  # every battery of the recipe, other shards' included
         everyone, _, _ = planned_all
         budget = Budget(recipe.budget_usd, spent_so_far(recipe, everyone, stimsets))
-        echo(budget.line())
-    dist = Dist()
+        said(budget.line())
     results = []
     try:
         with interrupts_as_exceptions(), outage_budget(recipe.tracking.outage_budget_s):
@@ -677,7 +678,7 @@ def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
                                                 budget=budget))
                     after.collect = i + 1 < len(planned) and results[-1].model_calls > 0
                 if budget is not None and budget.reached and i + 1 < len(planned):
-                    echo(f"budget_usd {budget.limit_usd:g} spent: "
+                    said(f"budget_usd {budget.limit_usd:g} spent: "
                          f"{', '.join(q.model.id for q in planned[i + 1:])} not started")
                     break
     except BaseException:
@@ -685,7 +686,7 @@ def _run_recipe(recipe: Recipe, echo: Callable[[str], None], new_run: bool,
         raise
     dist.close()
     if budget is not None:
-        echo(budget.line())
+        said(budget.line())
     return results + [BatteryResult(p.model.id, "", left_out=p.missing) for p in left]
 
 

@@ -309,3 +309,15 @@ def test_quick_recipe_on_real_encoders(quick_run):
     second = subprocess.run(quick_run.cmd, capture_output=True, text=True, env=quick_run.env, cwd=quick_run.folder,
                             timeout=900)
     assert second.returncode == 0 and "0 new trials, 0 model calls" in second.stdout
+
+
+def test_two_processes_say_each_budget_line_once(tmp_path):
+    """The budget is the recipe's, whatever the processes: what it allows and what was spent is
+    said once at the start and once at the end, not once by each process."""
+    rule = {"id": "shape-rule", "source": "python", "name": str(Path(__file__).parents[1] / "examples/rule_based.py")
+            + ":build"}
+    res = gestalt("recipe", str(write_recipe(tmp_path, [rule], processes=2, budget_usd=1,
+                                             tracking={"enabled": False})))
+    assert res.returncode == 0, res.stderr[-2000:]
+    said = [line for line in (res.stdout + res.stderr).splitlines() if line.startswith("budget_usd 1:")]
+    assert said == ["budget_usd 1: spent $0.0000 of $1"] * 2, res.stdout + res.stderr
