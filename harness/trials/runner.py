@@ -210,15 +210,7 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
         keys = trial_keys(task.task_id, stimset, model_spec.id, readout, fingerprint)
     readout.embeddings = EmbeddingCache(store.path.with_suffix(".probe-train.npz"), fingerprint)
 
-    if dist.is_main:
-        store.completed(keys)  # repairs a torn tail, folds back records moved aside as stale
-        if resent := store.set_aside_failed(keys):  # a failed call is not an answer: send it again
-            echo(f"{model_spec.id} {task.task_id}: re-sending {resent} failed calls "
-                 f"(earlier attempts kept in {store.failed_path.name})")
-    dist.barrier()
-    done = store.completed(keys) if dist.is_main else store.of(keys)
-    pending = [(s, rep) for s, rep in trials
-               if trial_id(task.task_id, s.stimulus_id, model_spec.id, rep) not in done]
+    pending = _pending(task.task_id, model_spec.id, trials, keys, store, dist, echo)
     calls_before = adapter.calls
     new = 0
     if pending and charge is not None:
@@ -226,64 +218,10 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
     if pending:
         with hub_progress_bars(visible):  # a model loads inside, on first use
             with slow_step(f"{model_spec.id} {task.task_id}: loading the model, preparing the readout", visible):
-                readout.prepare_ahead = prepares_beside(adapter.device)
-                try:
-                    readout.prepare(adapter)
-                except AdapterCallError as e:
-                    readout = _Unprepared(readout, e)
-            mine = dist.shard(len(pending))
-            model = adapter
-            from ..models.api_batch import batch_job  # httpx2 and asyncio: only with trials to send
-
-            batch = batch_job(adapter.adapter, store.path, echo)
-            if batch is not None:
-                if dist.world > 1:
-                    raise ModelError(f"model {model_spec.id!r}: options.batch sends one batch per task from "
-                                     f"one process; run it with runtime.processes 1")
-                # the trials the budget left does not cover: once submitted, a batch cannot be stopped
-                held: list[tuple[Any, int]] = []
-                if not batch.submitted:
-                    if charge is not None:
-                        held = pending[charge.budget.covers(len(pending), charge.timed_out_usd):]
-                        pending = pending[:len(pending) - len(held)]
-                        mine = dist.shard(len(pending))
-                    _collect(readout, batch, [(s, rep, trial_id(task.task_id, s.stimulus_id, model_spec.id, rep))
-                                              for s, rep in pending], chunk_size(model_spec))
-                    batch.submit()
-                batch.wait()
-                model = CountingAdapter(batch.answerer(), adapter.device)
-            bar = None
-            if visible:
-                from tqdm import tqdm
-
-                bar = tqdm(total=len(pending), desc=f"{model_spec.id} {task.task_id}", unit="trial",
-                           leave=False)
-            trials_of = _Trials(task, stimset, model_spec, readout, readout_name, keys, seed, run_id,
-                                adapter.model_version)
-            # an API model answers each trial apart, as many at once as its window lets out; calls
-            # charged per process together (several processes) keep the chunks in lock-step
-            ceiling = getattr(adapter.adapter, "max_in_flight", None) if batch is None and dist.world == 1 else None
-            if ceiling:  # a readout answers one repetition at a time
-                mine = sorted(mine, key=lambda item: pending[item[0]][1])
-            batch_size = chunk_size(model_spec)  # batch_size auto: the most the adapter may try
-            chunks = [mine[start:start + batch_size] for start in range(0, len(mine), batch_size)]
-            # each chunk's distinct stimuli, prepared a chunk ahead while the model answers the one
-            # before (where that runs beside the model: models.device.prepares_beside)
-            shown = prefetched((list({pending[i][0].stimulus_id: pending[i][0] for i, _ in chunk}.values())
-                                for chunk in chunks), readout.reads if readout.prepare_ahead else None)
-            handed = ([(pending[i], pad) for i, pad in chunk] for chunk in chunks)
-            if ceiling:
-                new += _as_answered(trials_of, model, handed, shown, store, charge, bar, ceiling)
-            else:
-                new += _in_chunks(trials_of, model, handed, shown, store, charge, bar, dist.world)
-            if bar is not None:
-                bar.close()
-                heard()
-            if batch is not None:
-                adapter.calls += model.calls
-                batch.finish()
-                if held and charge is not None:
-                    charge.budget.held_back(len(held), len(pending) + len(held), charge.timed_out_usd)
+                readout = _prepared(readout, adapter)
+            new = _run_pending(_Trials(task, stimset, model_spec, readout, readout_name, keys, seed, run_id,
+                                   adapter.model_version),
+                           adapter, pending, store, dist, echo, charge, visible)
     dist.barrier()
     done = store.of(keys)
     ordered = [done[trial_id(task.task_id, s.stimulus_id, model_spec.id, rep)] for s, rep in trials
@@ -293,6 +231,100 @@ def run_task(task: TaskSpec, stimset: StimulusSet, model_spec: ModelSpec, adapte
     return TaskResult(task.task_id, ordered, sum(dist.gather([new])),
                       sum(dist.gather([adapter.calls - calls_before])), readout_name, settings=settings,
                       artifacts=readout.artifacts(adapter))
+
+
+def _pending(task_id: str, model_id: str, trials: list[tuple[Any, int]], keys: dict[str, str],
+             store: RecordStore, dist: Dist, echo: Callable[[str], None]) -> list[tuple[Any, int]]:
+    """The trials without a record a rerun keeps: the main process first repairs the record file
+    and sets its failed calls aside (a failed call is not an answer: it is sent again)."""
+    if dist.is_main:
+        store.completed(keys)  # repairs a torn tail, folds back records moved aside as stale
+        if resent := store.set_aside_failed(keys):
+            echo(f"{model_id} {task_id}: re-sending {resent} failed calls "
+                 f"(earlier attempts kept in {store.failed_path.name})")
+    dist.barrier()
+    done = store.completed(keys) if dist.is_main else store.of(keys)
+    return [(s, rep) for s, rep in trials if trial_id(task_id, s.stimulus_id, model_id, rep) not in done]
+
+
+def _prepared(readout: Any, adapter: CountingAdapter) -> Any:
+    """The readout prepared for the model (a probe fitted, a few-shot context built); one whose
+    preparation a model call broke answers every trial with that call's failure."""
+    readout.prepare_ahead = prepares_beside(adapter.device)
+    try:
+        readout.prepare(adapter)
+    except AdapterCallError as e:
+        return _Unprepared(readout, e)
+    return readout
+
+
+def _run_pending(trials: _Trials, adapter: CountingAdapter, pending: list[tuple[Any, int]], store: RecordStore,
+             dist: Dist, echo: Callable[[str], None], charge: Charger | None, visible: bool) -> int:
+    """Answers this process's share of the pending trials and appends their records: through the
+    vendor's batch interface where the model asks for it, else a chunk at a time, or, for an API
+    model in one process, each trial a call of its own. Returns the records it wrote."""
+    model_spec = trials.model_spec
+    from ..models.api_batch import batch_job  # httpx2 and asyncio: only with trials to send
+
+    batch = batch_job(adapter.adapter, store.path, echo)
+    model = adapter
+    held: list[tuple[Any, int]] = []
+    if batch is not None:
+        pending, held = _through_batch(batch, trials, pending, dist, charge)
+        model = CountingAdapter(batch.answerer(), adapter.device)
+    mine = dist.shard(len(pending))
+    bar = None
+    if visible:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(pending), desc=f"{model_spec.id} {trials.task.task_id}", unit="trial", leave=False)
+    # an API model answers each trial apart, as many at once as its window lets out; calls
+    # charged per process together (several processes) keep the chunks in lock-step
+    ceiling = getattr(adapter.adapter, "max_in_flight", None) if batch is None and dist.world == 1 else None
+    if ceiling:  # a readout answers one repetition at a time
+        mine = sorted(mine, key=lambda item: pending[item[0]][1])
+    batch_size = chunk_size(model_spec)  # batch_size auto: the most the adapter may try
+    chunks = [mine[start:start + batch_size] for start in range(0, len(mine), batch_size)]
+    # each chunk's distinct stimuli, prepared a chunk ahead while the model answers the one
+    # before (where that runs beside the model: models.device.prepares_beside)
+    readout = trials.readout
+    shown = prefetched((list({pending[i][0].stimulus_id: pending[i][0] for i, _ in chunk}.values())
+                        for chunk in chunks), readout.reads if readout.prepare_ahead else None)
+    handed = ([(pending[i], pad) for i, pad in chunk] for chunk in chunks)
+    if ceiling:
+        new = _as_answered(trials, model, handed, shown, store, charge, bar, ceiling)
+    else:
+        new = _in_chunks(trials, model, handed, shown, store, charge, bar, dist.world)
+    if bar is not None:
+        bar.close()
+        heard()
+    if batch is not None:
+        adapter.calls += model.calls
+        batch.finish()
+        if held and charge is not None:
+            charge.budget.held_back(len(held), len(pending) + len(held), charge.timed_out_usd)
+    return new
+
+
+def _through_batch(batch: BatchJob, trials: _Trials, pending: list[tuple[Any, int]], dist: Dist,
+                   charge: Charger | None) -> tuple[list[tuple[Any, int]], list[tuple[Any, int]]]:
+    """Submits the pending trials as one batch (a rerun: finds the batch submitted before) and waits
+    for it to end. Returns the trials it answers and those held back: the ones the budget left does
+    not cover, since a batch once submitted cannot be stopped."""
+    model_spec, task_id = trials.model_spec, trials.task.task_id
+    if dist.world > 1:
+        raise ModelError(f"model {model_spec.id!r}: options.batch sends one batch per task from "
+                         f"one process; run it with runtime.processes 1")
+    held: list[tuple[Any, int]] = []
+    if not batch.submitted:
+        if charge is not None:
+            held = pending[charge.budget.covers(len(pending), charge.timed_out_usd):]
+            pending = pending[:len(pending) - len(held)]
+        _collect(trials.readout, batch, [(s, rep, trial_id(task_id, s.stimulus_id, model_spec.id, rep))
+                                         for s, rep in pending], chunk_size(model_spec))
+        batch.submit()
+    batch.wait()
+    return pending, held
 
 
 Handed = Iterable[list[tuple[tuple[Any, int], bool]]]  # chunks of ((stimulus, rep), padding)
