@@ -64,7 +64,7 @@ TASK = "similarity.chart.mark_color"
 TRIALS = 120  # the task's
 KEY_ENV = "GESTALT_BENCHMARK_KEY"
 KEY = "sk-benchmark-stub"
-MAX_CONCURRENCY = 32  # the model's ceiling at its defaults (harness.models.api.MAX_CONCURRENCY)
+MAX_CONCURRENCY = 32  # the model's ceiling at its defaults (harness.models.api_transport.MAX_CONCURRENCY)
 # the recipe's model per wire format: name, and the base URL's path under the stub's address
 MODELS = {"openai": ("openai/gpt-4o-2024-08-06", "/v1"), "anthropic": ("anthropic/claude-sonnet-4-5", ""),
           "google": ("google/gemini-2.0-flash", "")}

@@ -426,7 +426,7 @@ class APIModel(APITransport):
         except Terminal as e:
             if e.code in REFUSED_KEY:
                 raise ModelError(f"{where}: the API key in {names} was refused ({e.code}); set a valid "
-                                 f"key, or skip this check with --offline") from None
+                                 f"key") from None
             if e.code == "http_404":
                 raise ModelError(f"{where}: the vendor does not know model {self.model!r} ({e.code}); "
                                  f"check the name") from None
@@ -434,7 +434,7 @@ class APIModel(APITransport):
                              f"{' '.join(e.detail.split())})") from None
         except Retryable as e:
             raise ModelError(f"{where}: could not reach {self.base_url} to check the key and model "
-                             f"({e.code}); skip this check with --offline") from None
+                             f"({e.code}); check the network or the vendor's status") from None
 
     def streams(self, plan: RequestPlan) -> bool:
         """Whether the request goes out streamed: an Anthropic output budget above what it takes in
