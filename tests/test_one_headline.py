@@ -32,7 +32,7 @@ def test_series_counting_is_headlined_by_its_capacity(scores):
 
 def test_the_terminal_and_the_runs_table_show_the_capacity(scores):
     from harness.reports.summary import answer_text
-    from harness.run import BatteryResult, answer_lines
+    from harness.reports.terminal import BatteryResult, answer_lines
     from harness.tracking.metrics import plan_metrics, score_metrics
 
     lines = answer_lines([BatteryResult("resnet-a", "run", scores=scores)], Bootstrap(n_boot=200))

@@ -139,7 +139,7 @@ def test_the_terminal_bar_and_the_report_matrix_show_one_position():
     """The rank groups' bar and the matrix's colour are the same number: a B past its cited
     ceiling is short of 100% in both, an individual agreement against its bounding ceiling."""
     from harness.reports.figures import agreement_matrix_figure, plt
-    from harness.run import _ranking_lines
+    from harness.reports.terminal import _ranking_lines
 
     past = score(0.8, 0.7, 0.9, floor=0.25, ceiling=0.75)
     bounded = Score(name="individual_agreement", value=0.5, ci_low=0.4, ci_high=0.6, n=100, nulls=0, method="m",

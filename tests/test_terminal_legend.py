@@ -4,7 +4,7 @@ the runs table and the report; every surface formats a score by the one rounding
 
 from dataclasses import replace
 
-from harness.run import BatteryResult, answer_lines, summary_table
+from harness.reports.terminal import BatteryResult, answer_lines, summary_table
 from harness.scores.tasks import Bootstrap, family_of
 from tests import test_answer_surfaces as A
 from tests import test_reports as T
