@@ -22,12 +22,12 @@ def no_model_loads(monkeypatch):
     """Any attempt to resolve or load a model fails the test: errors must come first. (Planning
     makes each adapter, which loads nothing, to learn its capabilities.)"""
     import harness.models.registry
-    import harness.run
+    import harness.planning
 
     def refuse(*a, **k):
         raise AssertionError("a model was resolved or loaded before the bad input was reported")
 
-    real = harness.run.make_adapter
+    real = harness.planning.make_adapter
 
     def guarded(spec):
         adapter = real(spec)
@@ -35,7 +35,7 @@ def no_model_loads(monkeypatch):
         return adapter
 
     monkeypatch.setattr(harness.models.registry, "build_adapter", refuse)
-    monkeypatch.setattr(harness.run, "make_adapter", guarded)
+    monkeypatch.setattr(harness.planning, "make_adapter", guarded)
 
 
 def fails(args, capsys) -> str:
