@@ -82,7 +82,8 @@ def test_sigterm_mid_battery_ends_143_keeping_the_records(tmp_path, hangs):
             time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGTERM)  # as a scheduler signals the job's processes
         t0 = time.time()
-        _, err = proc.communicate(timeout=3 * SIGTERM_DEADLINE_S)  # measured: 4 s at load 11 on 2 cores; hung: the deadline
+        # measured: 4 s at load 11 on 2 cores; a hung process: the deadline
+        _, err = proc.communicate(timeout=3 * SIGTERM_DEADLINE_S)
         took = time.time() - t0
     finally:
         if proc.poll() is None:

@@ -359,7 +359,7 @@ class Budget:
 
 
 class Charger(Protocol):
-    """What a task's calls are charged to as their records are written (``harness.run.Charge``): its
+    """What a task's calls are charged to as their records are written (``harness.money.Charge``): its
     ``budget``, and ``timed_out_usd``, the most one of the task's calls may bill."""
 
     budget: Budget
