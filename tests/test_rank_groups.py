@@ -113,6 +113,31 @@ def test_groups_are_the_maximal_sets_not_told_apart():
     assert letter_groups([0, 1], np.ones((2, 2), bool)) == {0: "a", 1: "a"}
 
 
+def test_a_thousand_models_none_told_apart_are_one_group():
+    """A roster's worth of equal models is one clique as deep as it has members: the summary of an
+    experiment of 1,000 such batteries once stopped on Python's recursion limit."""
+    n = 1500
+    assert set(letter_groups(list(range(n)), np.ones((n, n), bool)).values()) == {"a"}
+
+
+def test_groups_are_the_maximal_cliques_whatever_the_graph():
+    """Every model's letters name exactly the maximal sets it belongs to, checked by brute force
+    over every subset of 7 models in random 'not told apart' graphs."""
+    from itertools import combinations
+
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        k = 7
+        together = np.triu(rng.random((k, k)) < 0.5, 1)
+        together = together | together.T | np.eye(k, dtype=bool)
+        letters = letter_groups(list(range(k)), together)
+        cliques = [set(c) for size in range(1, k + 1) for c in combinations(range(k), size)
+                   if together[np.ix_(c, c)].all()]
+        maximal = [c for c in cliques if not any(c < d for d in cliques)]
+        groups = {label: {m for m, g in letters.items() if label in g} for label in set("".join(letters.values()))}
+        assert sorted(map(sorted, groups.values())) == sorted(map(sorted, maximal))
+
+
 def test_censored_and_missing_values_are_not_ranked():
     capacity = Score(name="capacity", value=1.0, ci_low=1.0, ci_high=1.0, n=200, nulls=0, method="m",
                      version="v", extra={"censored": "below"})

@@ -300,19 +300,20 @@ def letter_groups(order: list[int], together: np.ndarray) -> dict[int, str]:
     best first): model -> its letters."""
     rank = {m: k for k, m in enumerate(order)}
     cliques: list[set[int]] = []
-
-    def expand(r: set[int], p: set[int], x: set[int]) -> None:  # Bron-Kerbosch with a pivot
+    neighbours = {m: {o for o in order if o != m and together[m, o]} for m in order}
+    # Bron-Kerbosch with a pivot, on a stack of its own: a clique is as deep as it has members, and
+    # a roster of a thousand models none of which is told apart is one clique of a thousand
+    stack: list[tuple[set[int], set[int], set[int]]] = [(set(), set(order), set())]
+    while stack:
+        r, p, x = stack.pop()
         if not p and not x:
             cliques.append(r)
-            return
+            continue
         pivot = max(p | x, key=lambda u: len(p & neighbours[u]))
         for v in sorted(p - neighbours[pivot], key=rank.__getitem__):
-            expand(r | {v}, p & neighbours[v], x & neighbours[v])
+            stack.append((r | {v}, p & neighbours[v], x & neighbours[v]))
             p = p - {v}
             x = x | {v}
-
-    neighbours = {m: {o for o in order if o != m and together[m, o]} for m in order}
-    expand(set(), set(order), set())
     cliques.sort(key=lambda c: sorted(rank[m] for m in c))
     names = string.ascii_lowercase + string.ascii_uppercase
     labels = [names[k] if k < len(names) else f"g{k}" for k in range(len(cliques))]
