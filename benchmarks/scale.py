@@ -2,7 +2,9 @@
 
 N cheap batteries (a `source: python` model that embeds each chart as its mean colour, under N
 option values, on the mark-colour task) run into one experiment and one sqlite store, each step a
-fresh ``gestalt`` process as a user runs it:
+fresh ``gestalt`` process as a user runs it; a recipe holds at most 256 models, so the roster is
+recipes of up to ``PER_RECIPE`` models, as a lab adds its models over many recipes, and a step
+over the roster runs each of them in turn (its seconds are their sum):
 
 - ``first``: the recipe's first run (N batteries: MLflow runs, records, intervals, figures, the
   summary run); ``per_battery`` is its wall time over N, all of it outside the model but the
@@ -47,6 +49,7 @@ COLUMNS = ("date", "machine", "n", "step", "value", "unit", "per_battery", "load
 GOALS = {"first": ("per_battery", 0.3), "noop": ("value", 2.0), "dry": ("value", 2.0), "report": ("value", 60.0),
          "ui": ("value", 10.0)}
 GOAL_N = 1000
+PER_RECIPE = 250  # a recipe holds at most 256 models
 TASK = "similarity.chart.mark_color"
 HEADLINE = "Mark_color.B"  # the task's headline column in the runs table
 MIRROR = Path(os.environ.get("GESTALT_MIRROR", REPO.parent / "shared" / "sources"))
@@ -136,20 +139,26 @@ def measure(n: int, steps: tuple[str, ...], write) -> None:
     with tempfile.TemporaryDirectory(prefix=f"gestalt-scale-{n}-") as tmp:
         folder = Path(tmp)
         (folder / "mean_colour.py").write_text(MODEL)
-        roster = recipe(folder, "roster", range(n))
+        roster = [recipe(folder, f"roster-{i // PER_RECIPE}", range(i, min(i + PER_RECIPE, n)))
+                  for i in range(0, n, PER_RECIPE)]
+
+        def over(recipes: list[Path], *flags: str) -> tuple[float, int]:
+            """Each recipe in turn: the seconds of all, the worst exit status."""
+            done = [gestalt(folder, "recipe", r.name, *flags) for r in recipes]
+            return sum(s for s, _ in done), max(rc for _, rc in done)
 
         def row(step: str, value: float | None, unit: str, rc: int = 0, per: float | None = None) -> None:
             write([n, step, "" if value is None else f"{value:.3f}", unit, "" if per is None else f"{per:.4f}",
                    f"{os.getloadavg()[0]:.2f}", rc, *goal(step, n, {"value": value, "per_battery": per}, rc)])
 
-        first, rc = gestalt(folder, "recipe", roster.name)
+        first, rc = over(roster)
         model = model_seconds(folder)
         row("first", first, "s", rc, (first - model) / n)
         row("model", model, "s")
-        for step, args in (("noop", (roster.name,)), ("dry", (roster.name, "--dry-run")),
-                           ("add_one", (recipe(folder, "one-more", range(n, n + 1)).name,))):
+        for step, recipes, flags in (("noop", roster, ()), ("dry", roster, ("--dry-run",)),
+                                     ("add_one", [recipe(folder, "one-more", range(n, n + 1))], ())):
             if step in steps:
-                seconds, rc = gestalt(folder, "recipe", *args)
+                seconds, rc = over(recipes, *flags)
                 row(step, seconds, "s", rc)
         if "report" in steps:
             seconds, rc = gestalt(folder, "report", "--experiment", "roster")
