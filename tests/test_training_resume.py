@@ -87,6 +87,7 @@ def test_a_training_stopped_after_an_epoch_resumes_there_bit_for_bit(data, unint
     with pytest.raises(KeyboardInterrupt):
         _model().fit(*data, checkpoint=StoppedAfter(path, "k", saves))
     resumed = _model()
+    caplog.clear()  # only the rerun's lines: an earlier command in this process may have set the logger to INFO
     with caplog.at_level(logging.INFO, logger="harness.models.regressors"):
         resumed.fit(*data, checkpoint=TrainingCheckpoint(path, "k"), label="lenet bars")
     lines = [r.getMessage() for r in caplog.records]
@@ -103,6 +104,7 @@ def test_a_checkpoint_of_another_training_is_not_resumed(data, uninterrupted, tm
     with pytest.raises(KeyboardInterrupt):
         _model().fit(*data, checkpoint=StoppedAfter(path, "other options or data", 2))
     model = _model()
+    caplog.clear()  # only the rerun's lines, as above
     with caplog.at_level(logging.INFO, logger="harness.models.regressors"):
         model.fit(*data, checkpoint=TrainingCheckpoint(path, "k"))
     assert not any("resumes" in r.getMessage() for r in caplog.records)
